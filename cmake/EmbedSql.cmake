@@ -1,0 +1,21 @@
+# Embeds sql/migrations/*.sql and sql/queries/*.sql into one generated C++
+# source, so the binary carries its SQL and logs can name every query.
+# Queries are named by file stem; migrations keep their file name, whose
+# leading number is the schema version.
+function(cairn_embed_sql)
+  cmake_parse_arguments(ARG "" "OUTPUT;MIGRATIONS_DIR;QUERIES_DIR" "" ${ARGN})
+  file(GLOB migrations CONFIGURE_DEPENDS ${ARG_MIGRATIONS_DIR}/*.sql)
+  file(GLOB queries CONFIGURE_DEPENDS ${ARG_QUERIES_DIR}/*.sql)
+  list(SORT migrations)
+  list(SORT queries)
+  add_custom_command(
+    OUTPUT ${ARG_OUTPUT}
+    COMMAND ${CMAKE_COMMAND}
+      -DOUTPUT=${ARG_OUTPUT}
+      "-DMIGRATIONS=${migrations}"
+      "-DQUERIES=${queries}"
+      -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/GenerateSql.cmake
+    DEPENDS ${migrations} ${queries} ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/GenerateSql.cmake
+    COMMENT "Embedding SQL")
+  set(CAIRN_SQL_SOURCE ${ARG_OUTPUT} PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,31 @@
+// Lookup over the embedded SQL files.
+#include "sql_catalog.hpp"
+
+#include <stdexcept>
+
+namespace cairn::sql {
+
+std::string_view Query(std::string_view name) {
+  for (const auto& file : EmbeddedQueries()) {
+    if (file.name == name) return file.text;
+  }
+  throw std::out_of_range("no embedded query named " + std::string(name));
+}
+
+std::string WithSchema(std::string_view text, std::string_view quoted_schema) {
+  static constexpr std::string_view kPlaceholder = "{schema}";
+  std::string out;
+  out.reserve(text.size() + 64);
+  size_t pos = 0;
+  while (true) {
+    size_t hit = text.find(kPlaceholder, pos);
+    if (hit == std::string_view::npos) break;
+    out.append(text.substr(pos, hit - pos));
+    out.append(quoted_schema);
+    pos = hit + kPlaceholder.size();
+  }
+  out.append(text.substr(pos));
+  return out;
+}
+
+}  // namespace cairn::sql

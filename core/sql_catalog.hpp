@@ -1,0 +1,25 @@
+// The SQL that cairn runs, embedded at build time from sql/ (see
+// cmake/EmbedSql.cmake). Text here still carries the {schema} placeholder.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cairn::sql {
+
+struct EmbeddedFile {
+  std::string_view name;  // query: file stem; migration: file name
+  std::string_view text;
+};
+
+const std::vector<EmbeddedFile>& EmbeddedMigrations();
+const std::vector<EmbeddedFile>& EmbeddedQueries();
+
+// The named query's text; throws std::out_of_range for an unknown name.
+std::string_view Query(std::string_view name);
+
+// text with every {schema} replaced by quoted_schema.
+std::string WithSchema(std::string_view text, std::string_view quoted_schema);
+
+}  // namespace cairn::sql

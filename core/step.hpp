@@ -1,0 +1,65 @@
+// What the engine needs from a step, whatever plugin it came from: a name and
+// a function from (input, context) to one outcome. plugin_loader.cpp adapts
+// the C ABI to this; the executor knows nothing of dlopen or C buffers.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model.hpp"
+
+namespace cairn {
+
+enum class OutcomeKind { kNext, kJump, kWait, kSleep, kComplete, kFail };
+
+struct StepOutcome {
+  OutcomeKind kind = OutcomeKind::kNext;
+  // Context fields the step set (kNext, kJump, and any other kind): merged
+  // into the run's context, one audit event per changed field. A null value
+  // removes the field.
+  Json context_updates = Json::object();
+  std::string jump_to;            // kJump: the step name
+  std::string wait_event;         // kWait
+  std::string wait_key;           // kWait: correlation key
+  std::optional<int64_t> wait_timeout_ms;  // kWait
+  std::optional<int64_t> sleep_ms;         // kSleep: duration
+  std::optional<std::string> sleep_until;  // kSleep: timestamptz text
+  Json output;                    // kComplete
+  bool retryable = true;          // kFail
+  std::string error_code;         // kFail: matched against non-retryable codes
+  std::string error_message;      // kFail
+};
+
+// Lets a transactional step run parameterized SQL inside the checkpoint's
+// transaction. params is a JSON array; the result is a JSON array of row
+// objects. Throws InvalidArgumentError for refused statements.
+class StepSql {
+ public:
+  virtual ~StepSql() = default;
+  virtual Json Execute(const std::string& sql, const Json& params) = 0;
+};
+
+struct StepCall {
+  std::string run_id;
+  std::string workflow;
+  std::string step;
+  int attempt = 0;
+  const Json* input = nullptr;
+  const Json* context = nullptr;
+  StepSql* sql = nullptr;  // non-null only for transactional steps
+};
+
+// A step as the engine sees it. Invoke never throws for a step's own failure:
+// that is an OutcomeKind::kFail.
+class Step {
+ public:
+  virtual ~Step() = default;
+  virtual const std::string& name() const = 0;
+  virtual const std::string& plugin() const = 0;
+  virtual StepOutcome Invoke(const StepCall& call) = 0;
+};
+
+}  // namespace cairn

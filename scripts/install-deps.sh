@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages cairn needs to build, test and run.
+# Idempotent: installs only what is missing; safe to run on every CI start.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  libpqxx-dev libpq-dev libssl-dev
+  libyaml-cpp-dev
+  libspdlog-dev libfmt-dev
+  libboost-program-options-dev
+  libgtest-dev libgmock-dev
+  nlohmann-json3-dev
+  libsystemd-dev
+  postgresql-15 postgresql-client-15
+  procps util-linux
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q
+"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
