@@ -90,8 +90,10 @@ struct Checkpoint {
   // For kReady: due after this many milliseconds (database time), or at run_at.
   int64_t delay_ms = 0;
   std::optional<std::string> run_at;
-  // For kRunning: the lease is extended by this much from database now().
+  // For kRunning: the lease is extended by this much from database now(),
+  // held by lease_owner (absent: the current owner keeps it).
   int64_t lease_ms = 30000;
+  std::optional<std::string> lease_owner;
   std::optional<Json> output;
   std::optional<std::string> error;
 };
@@ -182,6 +184,7 @@ struct IdempotencyRecord {
   std::optional<std::string> owner;
   std::optional<Json> result;
   std::string expires_at;
+  bool expired = false;  // by database time: the key can be claimed afresh
   std::string created_at;
   std::optional<std::string> completed_at;
 };

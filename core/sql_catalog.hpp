@@ -19,7 +19,9 @@ const std::vector<EmbeddedFile>& EmbeddedQueries();
 // The named query's text; throws std::out_of_range for an unknown name.
 std::string_view Query(std::string_view name);
 
-// text with every {schema} replaced by quoted_schema.
-std::string WithSchema(std::string_view text, std::string_view quoted_schema);
+// text with {schema} replaced by the quoted schema and {schema_name} by the
+// bare name. schema must already be a validated identifier (identifier.hpp),
+// which is what makes splicing it into SQL safe.
+std::string WithSchema(std::string_view text, std::string_view schema);
 
 }  // namespace cairn::sql

@@ -26,6 +26,8 @@ struct ConnectionOptions {
   std::string url;  // libpq connection string or URI; empty: libpq's PG* defaults
   std::string schema = "cairn";
   std::string application_name = "cairn";
+  // A transaction left idle this long (a hung step) is ended by the server.
+  std::chrono::milliseconds idle_in_transaction_timeout{std::chrono::minutes(10)};
 };
 
 class Tx;
@@ -69,6 +71,8 @@ class Connection {
 
  private:
   void TransactImpl(const std::function<void(Tx&)>& fn);
+  // Session-level statements (advisory locks) that must not be undone by a rollback.
+  void ExecuteOutsideTransaction(const std::function<void(Tx&)>& fn);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -144,6 +148,83 @@ int64_t CleanupIdempotencyKeys(Tx& tx, int limit = 1000);
 // finished waits older than `older_than`, batch rows per transaction.
 RetentionResult DeleteFinished(Connection& connection, std::chrono::hours older_than,
                                int batch = 1000);
+
+// Worker-side operations: claiming, leases, registration.
+struct StartRequest {
+  std::string workflow;
+  Json input = Json::object();
+  std::optional<std::string> key;
+  std::optional<std::string> queue;  // absent: the definition's queue
+  int priority = 0;
+  std::optional<std::string> run_at;  // timestamptz text; absent: now
+  std::string namespace_name = "default";
+  std::optional<int> version;  // absent: the newest registered definition
+};
+// Starts a run through the schema's start_run SQL function (the same path an
+// application uses); returns the run id. NotFoundError for an unknown workflow.
+std::string StartRun(Tx& tx, const StartRequest& request);
+
+std::vector<Run> ClaimRuns(Tx& tx, const std::vector<std::string>& queues,
+                           const std::vector<std::string>& definition_hashes, int limit,
+                           const std::string& worker_id, std::chrono::milliseconds lease);
+// Milliseconds until the next claimable run is due; nullopt when none is ready.
+std::optional<int64_t> MillisUntilNextDue(Tx& tx, const std::vector<std::string>& queues,
+                                          const std::vector<std::string>& definition_hashes);
+struct HeldRun {
+  std::string run_id;
+  int64_t version = 0;
+};
+// Extends the leases still held; returns the ids renewed (a missing id was
+// taken over and its holder must stop).
+std::vector<std::string> RenewLeases(Tx& tx, const std::string& worker_id,
+                                     const std::vector<HeldRun>& held,
+                                     std::chrono::milliseconds lease);
+// Makes runs with expired leases ready again; returns how many.
+int64_t ReapExpiredLeases(Tx& tx, int limit = 1000);
+// Hands a held run back (ready after delay) without consuming an attempt;
+// false when the run was no longer held at that version.
+bool ReleaseRun(Tx& tx, const std::string& run_id, int64_t version, const std::string& worker_id,
+                std::chrono::milliseconds delay);
+
+struct DefinitionRecord {
+  std::string hash;
+  std::string workflow;
+  int version = 0;
+  std::string first_step;
+  Json definition;
+};
+void RegisterDefinition(Tx& tx, const DefinitionRecord& definition);
+
+struct WorkerRecord {
+  std::string id;
+  std::string hostname;
+  int pid = 0;
+  std::vector<std::string> queues;
+  std::vector<std::string> served_definitions;
+};
+void RegisterWorker(Tx& tx, const WorkerRecord& worker);
+void HeartbeatWorker(Tx& tx, const std::string& worker_id);
+void StopWorker(Tx& tx, const std::string& worker_id);
+// Unfinished runs that no live worker (heartbeat within `liveness`) can serve.
+std::vector<Run> StrandedRuns(Tx& tx, std::chrono::milliseconds liveness, int limit = kMaxRunPage);
+// Re-pins unfinished runs from one definition to another; returns their ids.
+std::vector<std::string> RepinRuns(Tx& tx, const std::string& from_hash,
+                                   const std::string& to_hash);
+
+// Waits for NOTIFY wake-ups on its own connection. Hints only: a lost
+// notification costs latency, never correctness.
+class WakeListener {
+ public:
+  explicit WakeListener(ConnectionOptions options);
+  ~WakeListener();
+  // Blocks up to timeout; true when a wake-up arrived. Throws on a lost
+  // connection (the caller reconnects with a new listener).
+  bool Wait(std::chrono::milliseconds timeout);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Retrying transient failures (serialization failures, deadlocks, lost
 // connections, admin shutdown). Everything else, kInDoubt included, is thrown

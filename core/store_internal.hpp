@@ -1,0 +1,61 @@
+// Private to the store's .cpp files: the libpqxx session behind Connection and
+// Tx, named-query execution, error translation and row decoding. Nothing
+// outside core/store*.cpp includes this header.
+#pragma once
+
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "store.hpp"
+
+// libpqxx binds std::optional parameters as NULL when empty.
+
+namespace cairn::store {
+
+struct Connection::Impl {
+  ConnectionOptions options;
+  std::string quoted_schema;
+  std::unique_ptr<pqxx::connection> connection;
+  std::unordered_set<std::string> prepared;
+  std::unordered_map<std::string, int> stack_holds;  // run id -> re-entrant count
+
+  // Prepares the named query on this session the first time it is used.
+  const std::string& Prepare(const std::string& name);
+};
+
+struct Tx::Impl {
+  Connection::Impl& session;
+  pqxx::transaction_base& work;
+
+  // Executes the embedded query `name` with bound parameters; errors are
+  // translated, naming the query.
+  template <typename... Args>
+  pqxx::result Exec(const std::string& name, Args&&... args) {
+    try {
+      return work.exec_prepared(session.Prepare(name), std::forward<Args>(args)...);
+    } catch (...) {
+      RethrowTranslated(name);
+    }
+  }
+
+  [[noreturn]] static void RethrowTranslated(const std::string& operation);
+};
+
+inline Tx::Impl& Internal(Tx& tx) { return tx.impl(); }
+
+// Translates the exception in flight (a libpqxx or std exception) into a
+// cairn::Error, classifying by SQLSTATE. Errors already translated pass through.
+[[noreturn]] void RethrowTranslated(const std::string& operation);
+
+// Row decoding.
+std::optional<std::string> OptionalText(const pqxx::field& field);
+std::optional<Json> OptionalJson(const pqxx::field& field);
+Json JsonField(const pqxx::field& field);
+Run DecodeRun(const pqxx::row& row);
+RunEvent DecodeEvent(const pqxx::row& row);
+WaitRecord DecodeWait(const pqxx::row& row);
+
+}  // namespace cairn::store

@@ -1,0 +1,156 @@
+// Store operations on runs and their history: create, read, checkpoint,
+// cancel, list, history and retention.
+#include "sql_catalog.hpp"
+#include "store_internal.hpp"
+
+namespace cairn::store {
+
+namespace {
+
+constexpr char kCursorSeparator = '|';
+
+std::optional<std::string> StatusName(const std::optional<RunStatus>& status) {
+  if (!status) return std::nullopt;
+  return std::string(ToString(*status));
+}
+
+}  // namespace
+
+CreateRunResult CreateRun(Tx& tx, const NewRun& run) {
+  pqxx::row row =
+      Internal(tx).Exec("create_run", run.namespace_name, run.workflow, run.definition_version,
+                        run.definition_hash, run.key, run.queue, run.priority, run.input.dump(),
+                        run.context.dump(), run.cursor, run.run_at, run.parent_run_id)[0];
+  return {DecodeRun(row), row["created"].as<bool>()};
+}
+
+std::optional<Run> GetRun(Tx& tx, const std::string& run_id) {
+  pqxx::result rows = Internal(tx).Exec("get_run", run_id);
+  if (rows.empty()) return std::nullopt;
+  return DecodeRun(rows[0]);
+}
+
+CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& c) {
+  auto& t = Internal(tx);
+  std::optional<std::string> output;
+  if (c.output) output = c.output->dump();
+  pqxx::result rows =
+      t.Exec("save_checkpoint", c.run_id, c.expected_version, c.context.dump(), c.cursor,
+             std::string(ToString(c.status)), c.attempt, c.run_at, c.delay_ms, c.lease_owner,
+             c.lease_ms, output, c.error);
+  if (rows.empty()) {
+    pqxx::result current = t.Exec("run_version", c.run_id);
+    if (current.empty()) throw NotFoundError("run " + c.run_id + " does not exist");
+    throw OccConflictError(c.run_id, c.expected_version, current[0][0].as<int64_t>());
+  }
+  return {rows[0][0].as<int64_t>(), ParseRunStatus(rows[0][1].c_str())};
+}
+
+CancelResult CancelRun(Tx& tx, const std::string& run_id, const std::string& reason) {
+  pqxx::result rows = Internal(tx).Exec("cancel_run", run_id, reason);
+  if (rows.empty()) throw NotFoundError("run " + run_id + " does not exist");
+  const pqxx::row& row = rows[0];
+  CancelResult result;
+  if (row["cancelled_version"].is_null()) {
+    result.outcome = CancelOutcome::kAlreadyFinished;
+    result.status = ParseRunStatus(row["previous_status"].c_str());
+    result.version = row["previous_version"].as<int64_t>();
+  } else {
+    result.outcome = CancelOutcome::kCancelled;
+    result.status = RunStatus::kCancelled;
+    result.version = row["cancelled_version"].as<int64_t>();
+    result.waits_cancelled = row["waits_cancelled"].as<int>();
+  }
+  return result;
+}
+
+RunPage ListRuns(Tx& tx, const RunFilter& filter, int limit,
+                 const std::optional<std::string>& cursor) {
+  if (limit < 1 || limit > kMaxRunPage) {
+    throw InvalidArgumentError("page size " + std::to_string(limit) + " is outside 1.." +
+                               std::to_string(kMaxRunPage));
+  }
+  std::optional<std::string> after_created;
+  std::optional<std::string> after_id;
+  if (cursor) {
+    auto separator = cursor->find(kCursorSeparator);
+    if (separator == std::string::npos) {
+      throw InvalidArgumentError("malformed page cursor \"" + *cursor + "\"");
+    }
+    after_created = cursor->substr(0, separator);
+    after_id = cursor->substr(separator + 1);
+  }
+  pqxx::result rows =
+      Internal(tx).Exec("list_runs", filter.namespace_name, filter.workflow,
+                        StatusName(filter.status), filter.created_after, filter.created_before,
+                        filter.key_prefix, after_created, after_id, limit + 1);
+  RunPage page;
+  for (const auto& row : rows) {
+    if (static_cast<int>(page.runs.size()) == limit) {
+      const Run& last = page.runs.back();
+      page.next_cursor = last.created_at + kCursorSeparator + last.id;
+      break;
+    }
+    page.runs.push_back(DecodeRun(row));
+  }
+  return page;
+}
+
+void AppendEvents(Tx& tx, const std::vector<RunEvent>& events) {
+  if (events.empty()) return;
+  Json batch = Json::array();
+  for (const auto& e : events) {
+    Json row = {{"run_id", e.run_id}, {"attempt", e.attempt}, {"kind", e.kind}};
+    if (e.step) row["step"] = *e.step;
+    if (e.field) row["field"] = *e.field;
+    if (e.value) row["value"] = *e.value;
+    batch.push_back(std::move(row));
+  }
+  Internal(tx).Exec("append_events", batch.dump());
+}
+
+HistoryPage History(Tx& tx, const std::string& run_id, int64_t after, int limit) {
+  if (limit < 1 || limit > kMaxHistoryPage) {
+    throw InvalidArgumentError("history page size " + std::to_string(limit) +
+                               " is outside 1.." + std::to_string(kMaxHistoryPage));
+  }
+  pqxx::result rows = Internal(tx).Exec("history", run_id, after, limit + 1);
+  HistoryPage page;
+  for (const auto& row : rows) {
+    if (static_cast<int>(page.events.size()) == limit) {
+      page.next_position = page.events.back().position;
+      break;
+    }
+    page.events.push_back(DecodeEvent(row));
+  }
+  return page;
+}
+
+RetentionResult DeleteFinished(Connection& connection, std::chrono::hours older_than, int batch) {
+  if (batch < 1) throw InvalidArgumentError("retention batch must be at least 1");
+  RetentionResult total;
+  // Each batch is its own short transaction so retention never holds locks
+  // or a snapshot for long.
+  while (true) {
+    auto counts = connection.Transact([&](Tx& tx) {
+      pqxx::row row = Internal(tx).Exec("retention_runs", older_than.count(), batch)[0];
+      return RetentionResult{row["runs"].as<int64_t>(), row["events"].as<int64_t>(),
+                             row["waits"].as<int64_t>()};
+    });
+    total.runs += counts.runs;
+    total.events += counts.events;
+    total.waits += counts.waits;
+    if (counts.runs < batch) break;
+  }
+  while (true) {
+    auto waits = connection.Transact([&](Tx& tx) {
+      return static_cast<int64_t>(
+          Internal(tx).Exec("retention_waits", older_than.count(), batch).size());
+    });
+    total.waits += waits;
+    if (waits < batch) break;
+  }
+  return total;
+}
+
+}  // namespace cairn::store

@@ -1,0 +1,132 @@
+// Store operations on wait records and on the idempotency store.
+#include "store_internal.hpp"
+
+namespace cairn::store {
+
+namespace {
+
+std::optional<std::string> DumpOptional(const std::optional<Json>& value) {
+  if (!value) return std::nullopt;
+  return value->dump();
+}
+
+}  // namespace
+
+WaitRecord SaveWait(Tx& tx, const NewWait& wait) {
+  if (wait.correlation_key.empty()) throw InvalidArgumentError("wait correlation key is empty");
+  try {
+    return DecodeWait(Internal(tx).Exec("save_wait", wait.correlation_key, wait.run_id,
+                                        wait.event, wait.continuation_step, wait.timeout_step,
+                                        wait.timeout_ms)[0]);
+  } catch (const DatabaseError& e) {
+    if (e.sqlstate() == "23505") {
+      throw Error(ErrorKind::kConflict,
+                  "wait correlation key " + wait.correlation_key + " is already in use");
+    }
+    if (e.sqlstate() == "23503") throw NotFoundError("run " + wait.run_id + " does not exist");
+    throw;
+  }
+}
+
+std::optional<WaitRecord> GetWait(Tx& tx, const std::string& correlation_key) {
+  pqxx::result rows = Internal(tx).Exec("get_wait", correlation_key);
+  if (rows.empty()) return std::nullopt;
+  return DecodeWait(rows[0]);
+}
+
+std::vector<WaitRecord> WaitsOfRun(Tx& tx, const std::string& run_id) {
+  std::vector<WaitRecord> waits;
+  for (const auto& row : Internal(tx).Exec("waits_of_run", run_id)) {
+    waits.push_back(DecodeWait(row));
+  }
+  return waits;
+}
+
+WaitRecord ClaimWait(Tx& tx, const std::string& correlation_key, const std::string& claimant,
+                     const std::optional<Json>& payload, bool allow_expired) {
+  pqxx::result rows = Internal(tx).Exec("claim_wait", correlation_key, claimant,
+                                        DumpOptional(payload), allow_expired);
+  if (!rows.empty()) return DecodeWait(rows[0]);
+  // Lost the compare-and-swap: say why.
+  auto current = GetWait(tx, correlation_key);
+  if (!current) throw NotFoundError("no wait record with correlation key " + correlation_key);
+  if (current->status == WaitStatus::kExpired ||
+      (current->status == WaitStatus::kWaiting && current->expired)) {
+    throw WaitExpiredError(correlation_key);
+  }
+  throw WaitAlreadyClaimedError(correlation_key, std::string(ToString(current->status)));
+}
+
+WaitRecord CompleteWait(Tx& tx, const std::string& correlation_key, const std::string& claimant) {
+  pqxx::result rows = Internal(tx).Exec("complete_wait", correlation_key, claimant);
+  if (!rows.empty()) return DecodeWait(rows[0]);
+  auto current = GetWait(tx, correlation_key);
+  if (!current) throw NotFoundError("no wait record with correlation key " + correlation_key);
+  throw WaitAlreadyClaimedError(correlation_key, std::string(ToString(current->status)) +
+                                                     ", claimant " +
+                                                     current->claimant.value_or("none"));
+}
+
+bool CancelWait(Tx& tx, const std::string& correlation_key) {
+  return !Internal(tx).Exec("cancel_wait", correlation_key).empty();
+}
+
+IdempotencyClaim ClaimIdempotencyKey(Tx& tx, const std::string& key, const std::string& owner,
+                                     std::chrono::milliseconds lease) {
+  if (key.empty()) throw InvalidArgumentError("idempotency key is empty");
+  auto& t = Internal(tx);
+  if (!t.Exec("idempotency_claim", key, owner, static_cast<int64_t>(lease.count())).empty()) {
+    return {IdempotencyClaimStatus::kClaimed, std::nullopt};
+  }
+  pqxx::result rows = t.Exec("idempotency_get", key);
+  if (rows.empty()) {
+    // Deleted between the two statements (a failed claim or cleanup): the
+    // caller may simply claim again.
+    throw DatabaseError(ErrorKind::kTransient, "idempotency_claim", "",
+                        "key " + key + " changed during the claim; retry");
+  }
+  if (std::string_view(rows[0]["status"].c_str()) == "completed") {
+    return {IdempotencyClaimStatus::kCompleted, OptionalJson(rows[0]["result"])};
+  }
+  return {IdempotencyClaimStatus::kInProgress, std::nullopt};
+}
+
+bool CompleteIdempotencyKey(Tx& tx, const std::string& key, const std::string& owner,
+                            const Json& result, std::chrono::milliseconds ttl) {
+  return !Internal(tx)
+              .Exec("idempotency_complete", key, owner, result.dump(),
+                    static_cast<int64_t>(ttl.count()))
+              .empty();
+}
+
+bool FailIdempotencyKey(Tx& tx, const std::string& key, const std::string& owner) {
+  return !Internal(tx).Exec("idempotency_fail", key, owner).empty();
+}
+
+std::optional<IdempotencyRecord> GetIdempotencyRecord(Tx& tx, const std::string& key) {
+  pqxx::result rows = Internal(tx).Exec("idempotency_get", key);
+  if (rows.empty()) return std::nullopt;
+  const pqxx::row& row = rows[0];
+  IdempotencyRecord record;
+  record.key = row["key"].c_str();
+  record.status = row["status"].c_str();
+  record.owner = OptionalText(row["owner"]);
+  record.result = OptionalJson(row["result"]);
+  record.expires_at = row["expires_at"].c_str();
+  record.created_at = row["created_at"].c_str();
+  record.completed_at = OptionalText(row["completed_at"]);
+  record.expired = row["expired"].as<bool>();
+  return record;
+}
+
+std::optional<Json> IdempotencyResult(Tx& tx, const std::string& key) {
+  auto record = GetIdempotencyRecord(tx, key);
+  if (!record || record->status != "completed" || record->expired) return std::nullopt;
+  return record->result;
+}
+
+int64_t CleanupIdempotencyKeys(Tx& tx, int limit) {
+  return static_cast<int64_t>(Internal(tx).Exec("idempotency_cleanup", limit).size());
+}
+
+}  // namespace cairn::store

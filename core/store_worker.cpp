@@ -1,0 +1,167 @@
+// Store operations of a worker: starting and claiming runs, leases,
+// registration of workers and definitions, and LISTEN for wake-ups.
+#include "sql_catalog.hpp"
+#include "store_internal.hpp"
+
+namespace cairn::store {
+
+namespace {
+
+// A PostgreSQL text[] literal; every element is quoted and escaped.
+std::string ArrayLiteral(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ',';
+    out += '"';
+    for (char c : values[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+}  // namespace
+
+std::string StartRun(Tx& tx, const StartRequest& r) {
+  try {
+    return Internal(tx)
+        .Exec("start_run", r.workflow, r.input.dump(), r.key, r.queue, r.priority, r.run_at,
+              r.namespace_name, r.version)[0][0]
+        .c_str();
+  } catch (const DatabaseError& e) {
+    if (e.sqlstate() == "P0002") throw NotFoundError(e.what());
+    if (e.sqlstate() == "22023" || e.sqlstate() == "22007" || e.sqlstate() == "22008") {
+      throw InvalidArgumentError(e.what());
+    }
+    throw;
+  }
+}
+
+std::vector<Run> ClaimRuns(Tx& tx, const std::vector<std::string>& queues,
+                           const std::vector<std::string>& definition_hashes, int limit,
+                           const std::string& worker_id, std::chrono::milliseconds lease) {
+  std::vector<Run> runs;
+  for (const auto& row :
+       Internal(tx).Exec("claim_runs", ArrayLiteral(queues), ArrayLiteral(definition_hashes),
+                         limit, worker_id, static_cast<int64_t>(lease.count()))) {
+    runs.push_back(DecodeRun(row));
+  }
+  return runs;
+}
+
+std::optional<int64_t> MillisUntilNextDue(Tx& tx, const std::vector<std::string>& queues,
+                                          const std::vector<std::string>& definition_hashes) {
+  pqxx::result rows = Internal(tx).Exec("next_due", ArrayLiteral(queues),
+                                        ArrayLiteral(definition_hashes));
+  if (rows[0][0].is_null()) return std::nullopt;
+  return rows[0][0].as<int64_t>();
+}
+
+std::vector<std::string> RenewLeases(Tx& tx, const std::string& worker_id,
+                                     const std::vector<HeldRun>& held,
+                                     std::chrono::milliseconds lease) {
+  std::vector<std::string> renewed;
+  if (held.empty()) return renewed;
+  Json batch = Json::array();
+  for (const auto& h : held) batch.push_back({{"id", h.run_id}, {"version", h.version}});
+  for (const auto& row : Internal(tx).Exec("renew_leases", worker_id, batch.dump(),
+                                           static_cast<int64_t>(lease.count()))) {
+    renewed.emplace_back(row[0].c_str());
+  }
+  return renewed;
+}
+
+int64_t ReapExpiredLeases(Tx& tx, int limit) {
+  return static_cast<int64_t>(Internal(tx).Exec("reap_leases", limit).size());
+}
+
+bool ReleaseRun(Tx& tx, const std::string& run_id, int64_t version, const std::string& worker_id,
+                std::chrono::milliseconds delay) {
+  return !Internal(tx)
+              .Exec("release_run", run_id, version, worker_id,
+                    static_cast<int64_t>(delay.count()))
+              .empty();
+}
+
+void RegisterDefinition(Tx& tx, const DefinitionRecord& d) {
+  Internal(tx).Exec("register_definition", d.hash, d.workflow, d.version, d.first_step,
+                    d.definition.dump());
+}
+
+void RegisterWorker(Tx& tx, const WorkerRecord& w) {
+  Internal(tx).Exec("register_worker", w.id, w.hostname, w.pid, ArrayLiteral(w.queues),
+                    ArrayLiteral(w.served_definitions));
+}
+
+void HeartbeatWorker(Tx& tx, const std::string& worker_id) {
+  Internal(tx).Exec("heartbeat_worker", worker_id);
+}
+
+void StopWorker(Tx& tx, const std::string& worker_id) {
+  Internal(tx).Exec("stop_worker", worker_id);
+}
+
+std::vector<Run> StrandedRuns(Tx& tx, std::chrono::milliseconds liveness, int limit) {
+  std::vector<Run> runs;
+  for (const auto& row : Internal(tx).Exec("stranded_runs",
+                                           static_cast<int64_t>(liveness.count()), limit)) {
+    runs.push_back(DecodeRun(row));
+  }
+  return runs;
+}
+
+std::vector<std::string> RepinRuns(Tx& tx, const std::string& from_hash,
+                                   const std::string& to_hash) {
+  std::vector<std::string> ids;
+  for (const auto& row : Internal(tx).Exec("repin_runs", from_hash, to_hash)) {
+    ids.emplace_back(row[0].c_str());
+  }
+  return ids;
+}
+
+struct WakeListener::Impl {
+  class Receiver : public pqxx::notification_receiver {
+   public:
+    Receiver(pqxx::connection_base& connection, const std::string& channel)
+        : pqxx::notification_receiver(connection, channel) {}
+    void operator()(const std::string&, int) override {}
+  };
+  Connection session;
+  std::unique_ptr<Receiver> receiver;
+
+  explicit Impl(ConnectionOptions options) : session(std::move(options)) {}
+};
+
+WakeListener::WakeListener(ConnectionOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {
+  try {
+    std::string channel;
+    impl_->session.Transact(
+        [&](Tx& tx) { channel = Internal(tx).Exec("wake_channel")[0][0].c_str(); });
+    impl_->receiver =
+        std::make_unique<Impl::Receiver>(*impl_->session.impl().connection, channel);
+  } catch (...) {
+    RethrowTranslated("listen");
+  }
+}
+
+WakeListener::~WakeListener() = default;
+
+bool WakeListener::Wait(std::chrono::milliseconds timeout) {
+  try {
+    auto& connection = *impl_->session.impl().connection;
+    auto seconds = static_cast<long>(timeout.count() / 1000);
+    auto micros = static_cast<long>((timeout.count() % 1000) * 1000);
+    int received = connection.await_notification(seconds, micros);
+    if (!connection.is_open()) {
+      throw DatabaseError(ErrorKind::kTransient, "listen", "08006", "the LISTEN connection was lost");
+    }
+    return received > 0;
+  } catch (...) {
+    RethrowTranslated("listen");
+  }
+}
+
+}  // namespace cairn::store

@@ -1,0 +1,121 @@
+// Shared front end for cairn's YAML inputs (workflow definitions and the
+// daemon config): the ConfigError every YAML problem is reported as, the size
+// and nesting caps checked before any text reaches yaml-cpp (whose recursive
+// parser can overflow the stack on deep input, CVE-2017-5950), and strict
+// readers for typed values that report "file:line: key.path: problem".
+// Only core .cpp files include <yaml-cpp/yaml.h>; this header forward-declares
+// YAML::Node so that it stays out of everybody else's includes.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "errors.hpp"
+
+namespace YAML {
+class Node;
+}
+
+namespace cairn {
+
+// A problem in a configuration or definition file. what() is
+// "<source>:<line>: <key path>: <problem>"; the line (1-based) is left out
+// when unknown (0), the key path when the problem is about the whole file.
+class ConfigError : public InvalidArgumentError {
+ public:
+  ConfigError(std::string source, int line, std::string key_path, std::string problem);
+  const std::string& source() const { return source_; }
+  int line() const { return line_; }
+  const std::string& key_path() const { return key_path_; }
+  const std::string& problem() const { return problem_; }
+
+ private:
+  std::string source_;
+  int line_;
+  std::string key_path_;
+  std::string problem_;
+};
+
+struct YamlLimits {
+  std::size_t max_bytes = 4 * 1024 * 1024;
+  int max_depth = 64;
+};
+
+// Refuses text larger than limits.max_bytes or nested deeper than
+// limits.max_depth, by a cheap scan that does not recurse: flow collections
+// ([ and {) are counted exactly, block collections by indentation levels and
+// "- " sequence entries. Quoted scalars, block scalars (| and >) and comments
+// do not count. Throws ConfigError naming source and the line where the
+// limit was crossed.
+void CheckYamlLimits(std::string_view text, const std::string& source,
+                     const YamlLimits& limits = {});
+
+// Reads a whole file, refusing one larger than limits.max_bytes before (and
+// while) reading it. Throws ConfigError naming the file.
+std::string ReadYamlFile(const std::filesystem::path& file, const YamlLimits& limits = {});
+
+namespace yaml {
+
+// CheckYamlLimits, then parses exactly one YAML document. A syntax error, or
+// more than one document, is a ConfigError with file and line. An empty
+// input yields a null node.
+YAML::Node Parse(std::string_view text, const std::string& source, const YamlLimits& limits = {});
+
+// The 1-based line of a node, 0 when the node is undefined.
+int LineOf(const YAML::Node& node);
+
+// Throws ConfigError at the node's line.
+[[noreturn]] void Fail(const std::string& source, const YAML::Node& node,
+                       const std::string& path, const std::string& problem);
+
+// "a.b" + "c" -> "a.b.c"; "" + "c" -> "c".
+std::string Join(const std::string& path, std::string_view key);
+// "a.steps" + 2 -> "a.steps[2]".
+std::string Index(const std::string& path, std::size_t index);
+
+// Requires node to be a mapping whose keys are unique scalars from allowed.
+// An unknown key names the closest allowed key when one is near.
+void CheckMap(const YAML::Node& node, const std::string& source, const std::string& path,
+              std::initializer_list<std::string_view> allowed);
+
+// Typed scalar readers: node must be defined; path is the key path of node.
+std::string ReadString(const YAML::Node& node, const std::string& source, const std::string& path,
+                       bool allow_empty);
+int64_t ReadInt(const YAML::Node& node, const std::string& source, const std::string& path,
+                int64_t min, int64_t max);
+double ReadDouble(const YAML::Node& node, const std::string& source, const std::string& path);
+bool ReadBool(const YAML::Node& node, const std::string& source, const std::string& path);
+std::chrono::milliseconds ReadDuration(const YAML::Node& node, const std::string& source,
+                                       const std::string& path);
+// A sequence of strings (a single scalar is not accepted).
+std::vector<std::string> ReadStringList(const YAML::Node& node, const std::string& source,
+                                        const std::string& path, bool allow_empty_items);
+
+// Lines of the key paths read so far, so that rules checked after parsing
+// (on the resulting struct) still report the right line.
+class LineMap {
+ public:
+  void Record(const std::string& path, const YAML::Node& node);
+  // The line of path, or of its nearest recorded ancestor; 0 when none.
+  int Find(std::string path) const;
+
+ private:
+  std::map<std::string, int> lines_;
+};
+
+// The value of key in map (undefined when absent), recording its line under
+// path.key. Require throws ConfigError at the map's line when it is absent.
+YAML::Node Get(const YAML::Node& map, std::string_view key, const std::string& path,
+               LineMap& lines);
+YAML::Node Require(const YAML::Node& map, std::string_view key, const std::string& source,
+                   const std::string& path, LineMap& lines);
+
+}  // namespace yaml
+}  // namespace cairn

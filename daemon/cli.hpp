@@ -1,0 +1,52 @@
+// Shared pieces of the cairn command line: exit codes, the database options
+// every database subcommand accepts, and the subcommand table.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "store.hpp"
+
+namespace cairn::cli {
+
+// Exit codes, documented in the README; scripts rely on them.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailure = 1,        // runtime failure (database unreachable, step error, ...)
+  kExitUsage = 2,          // bad arguments or invalid input; nothing was changed
+  kExitNotFound = 3,       // unknown run, wait or workflow
+  kExitConflict = 4,       // lost a race or the object is in the wrong state
+  kExitAlreadyDone = 5,    // nothing to do: already delivered / finished
+  kExitExpired = 6,        // the wait expired
+};
+
+namespace po = boost::program_options;
+
+// --database-url, --schema and --config for every subcommand that connects.
+void AddDatabaseOptions(po::options_description& options);
+store::ConnectionOptions DatabaseOptions(const po::variables_map& vm,
+                                         const std::string& application_name);
+
+struct Subcommand {
+  std::string name;
+  std::string summary;
+  std::function<int(const std::vector<std::string>& args)> run;
+};
+
+const std::vector<Subcommand>& Subcommands();
+
+// Parses args against options (positional names in order); prints usage and
+// throws UsageError on --help or a parse failure.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+po::variables_map Parse(const std::string& command, const std::vector<std::string>& args,
+                        const po::options_description& options,
+                        const po::positional_options_description& positional = {});
+
+int RunMigrate(const std::vector<std::string>& args);
+int RunVersion(const std::vector<std::string>& args);
+
+}  // namespace cairn::cli

@@ -1,0 +1,52 @@
+// Option parsing shared by all subcommands.
+#include <cstdlib>
+#include <iostream>
+
+#include "cli.hpp"
+
+namespace cairn::cli {
+
+void AddDatabaseOptions(po::options_description& options) {
+  options.add_options()(
+      "database-url", po::value<std::string>(),
+      "PostgreSQL connection URI or libpq string (default: $CAIRN_DATABASE_URL)")(
+      "schema", po::value<std::string>(), "schema holding cairn's tables (default: $CAIRN_SCHEMA or cairn)");
+}
+
+store::ConnectionOptions DatabaseOptions(const po::variables_map& vm,
+                                         const std::string& application_name) {
+  store::ConnectionOptions options;
+  options.application_name = application_name;
+  if (vm.count("database-url")) {
+    options.url = vm["database-url"].as<std::string>();
+  } else if (const char* env = std::getenv("CAIRN_DATABASE_URL")) {
+    options.url = env;
+  }
+  if (vm.count("schema")) {
+    options.schema = vm["schema"].as<std::string>();
+  } else if (const char* env = std::getenv("CAIRN_SCHEMA")) {
+    options.schema = env;
+  }
+  return options;
+}
+
+po::variables_map Parse(const std::string& command, const std::vector<std::string>& args,
+                        const po::options_description& options,
+                        const po::positional_options_description& positional) {
+  po::options_description all(options);
+  all.add_options()("help,h", "show this help");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError("cairn " + command + ": " + e.what() + " (see cairn " + command + " --help)");
+  }
+  if (vm.count("help")) {
+    std::cout << "usage: cairn " << command << " [options]\n" << all;
+    throw UsageError("");
+  }
+  return vm;
+}
+
+}  // namespace cairn::cli

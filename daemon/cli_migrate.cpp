@@ -1,0 +1,54 @@
+// `cairn migrate` and `cairn version`.
+#include <iostream>
+
+#include "cli.hpp"
+#include "migrate.hpp"
+
+namespace cairn::cli {
+
+namespace {
+
+void PrintReport(const store::MigrationReport& report, const std::string& schema, bool dry_run) {
+  for (const auto& m : report.migrations) {
+    bool now = std::find(report.applied_now.begin(), report.applied_now.end(), m.version) !=
+               report.applied_now.end();
+    const char* state = now ? (dry_run ? "would apply" : "applied now")
+                            : (m.applied ? "applied" : "pending");
+    std::cout << "  " << m.name << "  " << state;
+    if (m.applied_at && !now) std::cout << " at " << *m.applied_at;
+    std::cout << "\n";
+  }
+  std::cout << "schema " << schema << ": version " << report.schema_version << " of "
+            << report.latest_version;
+  if (report.schema_version == report.latest_version) std::cout << " (up to date)";
+  std::cout << "\n";
+}
+
+}  // namespace
+
+int RunMigrate(const std::vector<std::string>& args) {
+  po::options_description options("cairn migrate: apply pending schema migrations");
+  AddDatabaseOptions(options);
+  options.add_options()("dry-run", "print what would be applied and change nothing")(
+      "status", "print the schema's migration state and change nothing");
+  auto vm = Parse("migrate", args, options);
+  auto connection_options = DatabaseOptions(vm, "cairn migrate");
+  store::Connection connection(connection_options);
+  if (vm.count("status")) {
+    PrintReport(store::MigrationStatus(connection), connection.schema(), false);
+    return kExitOk;
+  }
+  bool dry_run = vm.count("dry-run") > 0;
+  auto report = store::Migrate(connection, dry_run);
+  PrintReport(report, connection.schema(), dry_run);
+  return kExitOk;
+}
+
+int RunVersion(const std::vector<std::string>& args) {
+  po::options_description options("cairn version: print the version");
+  Parse("version", args, options);
+  std::cout << "cairn " << CAIRN_VERSION << "\n";
+  return kExitOk;
+}
+
+}  // namespace cairn::cli

@@ -1,0 +1,71 @@
+// cairn's entry point: picks the subcommand and turns every error that
+// escapes it into one clear line and an exit code. No work happens here.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "errors.hpp"
+
+namespace cairn::cli {
+
+const std::vector<Subcommand>& Subcommands() {
+  static const std::vector<Subcommand> kSubcommands = {
+      {"migrate", "apply pending schema migrations (--dry-run, --status)", RunMigrate},
+      {"version", "print the version", RunVersion},
+  };
+  return kSubcommands;
+}
+
+namespace {
+
+void PrintUsage(std::ostream& out) {
+  out << "usage: cairn <command> [options]\n\ncommands:\n";
+  for (const auto& command : Subcommands()) {
+    out << "  " << command.name << std::string(12 - std::min<size_t>(11, command.name.size()), ' ')
+        << command.summary << "\n";
+  }
+  out << "\nrun 'cairn <command> --help' for a command's options\n";
+}
+
+int ExitCodeFor(const Error& e) {
+  switch (e.kind()) {
+    case ErrorKind::kInvalidArgument: return kExitUsage;
+    case ErrorKind::kNotFound: return kExitNotFound;
+    case ErrorKind::kConflict: return kExitConflict;
+    default: return kExitFailure;
+  }
+}
+
+}  // namespace
+
+}  // namespace cairn::cli
+
+int main(int argc, char** argv) {
+  using namespace cairn::cli;
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    PrintUsage(argc < 2 ? std::cerr : std::cout);
+    return argc < 2 ? kExitUsage : kExitOk;
+  }
+  const std::string name = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  for (const auto& command : Subcommands()) {
+    if (command.name != name) continue;
+    try {
+      return command.run(args);
+    } catch (const UsageError& e) {
+      if (e.what()[0] == '\0') return kExitOk;  // --help was printed
+      std::cerr << e.what() << "\n";
+      return kExitUsage;
+    } catch (const cairn::Error& e) {
+      std::cerr << "cairn " << name << ": " << e.what() << "\n";
+      return ExitCodeFor(e);
+    } catch (const std::exception& e) {
+      std::cerr << "cairn " << name << ": " << e.what() << "\n";
+      return kExitFailure;
+    }
+  }
+  std::cerr << "cairn: unknown command \"" << name << "\"\n\n";
+  PrintUsage(std::cerr);
+  return kExitUsage;
+}

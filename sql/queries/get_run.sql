@@ -1,0 +1,1 @@
+SELECT * FROM {schema}.runs WHERE id = $1::uuid

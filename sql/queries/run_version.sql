@@ -1,0 +1,1 @@
+SELECT version FROM {schema}.runs WHERE id = $1::uuid

@@ -1,0 +1,24 @@
+-- The OCC write of a step. $2 is the version the writer read; a stale one
+-- matches no row. A cancelled run keeps its status, lease-free and finished,
+-- whatever the checkpoint asks for.
+UPDATE {schema}.runs r SET
+  context = $3::jsonb,
+  cursor = $4,
+  status = CASE WHEN r.status = 'cancelled' THEN 'cancelled' ELSE $5 END,
+  attempt = $6,
+  run_at = CASE WHEN r.status <> 'cancelled' AND $5 = 'ready'
+                THEN coalesce($7::timestamptz, now() + $8 * interval '1 millisecond')
+                ELSE r.run_at END,
+  lease_owner = CASE WHEN r.status <> 'cancelled' AND $5 = 'running'
+                     THEN coalesce($9, r.lease_owner) END,
+  lease_expires_at = CASE WHEN r.status <> 'cancelled' AND $5 = 'running'
+                          THEN now() + $10 * interval '1 millisecond' END,
+  output = coalesce($11::jsonb, r.output),
+  error = $12,
+  version = r.version + 1,
+  updated_at = now(),
+  finished_at = CASE WHEN r.status = 'cancelled' THEN r.finished_at
+                     WHEN $5 IN ('completed', 'failed', 'cancelled', 'compensation_failed')
+                     THEN now() END
+WHERE r.id = $1::uuid AND r.version = $2
+RETURNING r.version, r.status

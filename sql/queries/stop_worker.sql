@@ -1,0 +1,1 @@
+UPDATE {schema}.workers SET stopped_at = now() WHERE id = $1

@@ -1,0 +1,1 @@
+SELECT {schema}.wake_channel()
