@@ -8,14 +8,18 @@ function(cairn_embed_sql)
   file(GLOB queries CONFIGURE_DEPENDS ${ARG_QUERIES_DIR}/*.sql)
   list(SORT migrations)
   list(SORT queries)
+  # Lists travel to the script joined by "|" so no shell splits them.
+  string(REPLACE ";" "|" migration_list "${migrations}")
+  string(REPLACE ";" "|" query_list "${queries}")
   add_custom_command(
     OUTPUT ${ARG_OUTPUT}
     COMMAND ${CMAKE_COMMAND}
       -DOUTPUT=${ARG_OUTPUT}
-      "-DMIGRATIONS=${migrations}"
-      "-DQUERIES=${queries}"
+      "-DMIGRATIONS=${migration_list}"
+      "-DQUERIES=${query_list}"
       -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/GenerateSql.cmake
     DEPENDS ${migrations} ${queries} ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/GenerateSql.cmake
-    COMMENT "Embedding SQL")
+    COMMENT "Embedding SQL"
+    VERBATIM)
   set(CAIRN_SQL_SOURCE ${ARG_OUTPUT} PARENT_SCOPE)
 endfunction()

@@ -1,5 +1,7 @@
 # Script mode helper for EmbedSql.cmake: writes the generated catalogue.
 set(delimiter "cairn_sql")
+string(REPLACE "|" ";" MIGRATIONS "${MIGRATIONS}")
+string(REPLACE "|" ";" QUERIES "${QUERIES}")
 set(body "// Generated from sql/ by cmake/GenerateSql.cmake. Do not edit.\n#include \"sql_catalog.hpp\"\n\nnamespace cairn::sql {\n\n")
 string(APPEND body "const std::vector<EmbeddedFile>& EmbeddedMigrations() {\n  static const std::vector<EmbeddedFile> files = {\n")
 foreach(path IN LISTS MIGRATIONS)

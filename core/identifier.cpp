@@ -30,3 +30,22 @@ void ValidateIdentifier(std::string_view what, std::string_view name) {
 std::string QuoteIdentifier(std::string_view name) { return "\"" + std::string(name) + "\""; }
 
 }  // namespace cairn
+
+namespace cairn {
+
+void ValidateRunId(std::string_view id) {
+  bool valid = id.size() == 36;
+  for (size_t i = 0; valid && i < id.size(); ++i) {
+    char c = id[i];
+    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    valid = dash ? c == '-'
+                 : ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'));
+  }
+  if (!valid) {
+    throw InvalidArgumentError("invalid run id \"" + std::string(id) +
+                               "\": run ids are UUIDs such as "
+                               "0b9d3c55-6f0e-4c1e-9a53-2d1f0f3b7a10");
+  }
+}
+
+}  // namespace cairn

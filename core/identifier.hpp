@@ -17,3 +17,11 @@ void ValidateIdentifier(std::string_view what, std::string_view name);
 std::string QuoteIdentifier(std::string_view name);
 
 }  // namespace cairn
+
+namespace cairn {
+
+// Throws InvalidArgumentError unless id is a UUID in canonical text form
+// (what run ids are), so a typo is reported as such and not as "not found".
+void ValidateRunId(std::string_view id);
+
+}  // namespace cairn

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -111,9 +112,9 @@ StatementShape Shape(std::string_view sql) {
       ++i;
     } else if (c == '\'' || c == '"') {
       note_token();
-      const bool backslash_escapes =
-          c == '\'' && i > 0 && (sql[i - 1] == 'e' || sql[i - 1] == 'E') &&
-          (i < 2 || !IsWordChar(sql[i - 2]));
+      const bool backslash_escapes = c == '\'' && i > 0 &&
+                                     (sql[i - 1] == 'e' || sql[i - 1] == 'E') &&
+                                     (i < 2 || !IsWordChar(sql[i - 2]));
       ++i;
       while (i < n) {
         if (backslash_escapes && sql[i] == '\\') {
@@ -174,8 +175,8 @@ std::optional<std::string> RefusalOf(std::string_view sql) {
   static const std::set<std::string, std::less<>> kTransactionControl = {
       "abort", "begin", "commit", "end", "release", "rollback", "savepoint", "start"};
   static const std::set<std::string, std::less<>> kSessionState = {
-      "checkpoint", "copy",   "deallocate", "discard", "listen",
-      "load",       "prepare", "reset",     "unlisten", "vacuum"};
+      "checkpoint", "copy",    "deallocate", "discard",  "listen",
+      "load",       "prepare", "reset",      "unlisten", "vacuum"};
   if (kTransactionControl.count(shape.first) > 0) {
     return "transaction control (" + shape.first +
            ") is refused: the step runs inside cairn's checkpoint transaction, which cairn "
@@ -251,8 +252,8 @@ cairn_result HostSetContext(cairn_step_ctx* ctx, const char* key, cairn_bytes js
     if (key == nullptr || *key == '\0') return PluginMistake(ctx, "set_context: empty key");
     std::optional<Json> value = ParseJson(json, /*empty_is_null=*/false);
     if (!value) {
-      return PluginMistake(ctx, std::string("set_context: the value of '") + key +
-                                    "' is not valid JSON");
+      return PluginMistake(
+          ctx, std::string("set_context: the value of '") + key + "' is not valid JSON");
     }
     ctx->outcome.context_updates[key] = std::move(*value);
     return CAIRN_OK;
@@ -286,8 +287,7 @@ cairn_result HostJump(cairn_step_ctx* ctx, const char* step) {
   }
 }
 
-cairn_result HostWait(cairn_step_ctx* ctx, const char* event, const char* key,
-                      int64_t timeout_ms) {
+cairn_result HostWait(cairn_step_ctx* ctx, const char* event, const char* key, int64_t timeout_ms) {
   if (ctx == nullptr) return CAIRN_ERROR;
   try {
     ctx->last_error.clear();
@@ -369,8 +369,9 @@ cairn_result HostSqlExec(cairn_step_ctx* ctx, const char* sql, cairn_bytes param
     if (out_rows_json == nullptr) return PluginMistake(ctx, "sql_exec: out_rows_json is NULL");
     *out_rows_json = cairn_bytes{"", 0};
     if (ctx->transaction_error) {
-      ctx->last_error = "sql_exec: an earlier statement of this step failed; the step transaction "
-                        "is aborted";
+      ctx->last_error =
+          "sql_exec: an earlier statement of this step failed; the step transaction "
+          "is aborted";
       return CAIRN_RETRY;
     }
     if (ctx->call->sql == nullptr) {
@@ -443,7 +444,10 @@ const cairn_host_api kHostApi = {
 class PluginStep final : public Step {
  public:
   PluginStep(std::string name, std::string plugin, cairn_step_fn invoke, void* user_data)
-      : name_(std::move(name)), plugin_(std::move(plugin)), invoke_(invoke), user_data_(user_data) {}
+      : name_(std::move(name)),
+        plugin_(std::move(plugin)),
+        invoke_(invoke),
+        user_data_(user_data) {}
 
   const std::string& name() const override { return name_; }
   const std::string& plugin() const override { return plugin_; }
@@ -492,12 +496,12 @@ class PluginStep final : public Step {
       outcome.error_message = std::move(message);
     };
     if (escaped) {
-      fail(true, "exception", "step '" + name_ + "' of plugin '" + plugin_ +
-                                  "' let an exception escape into cairn");
+      fail(true, "exception",
+           "step '" + name_ + "' of plugin '" + plugin_ + "' let an exception escape into cairn");
     } else if (!ctx.plugin_error.empty()) {
       fail(false, "plugin_error",
-           "step '" + name_ + "' of plugin '" + plugin_ + "' misused the host API: " +
-               ctx.plugin_error);
+           "step '" + name_ + "' of plugin '" + plugin_ +
+               "' misused the host API: " + ctx.plugin_error);
     } else if (result == CAIRN_OK) {
       // The chosen outcome stands; none chosen is kNext (the default).
     } else if (result == CAIRN_RETRY || result == CAIRN_ERROR) {
@@ -534,13 +538,10 @@ std::string ModeText(mode_t mode) {
   return buf;
 }
 
-// Checks owner and write permission of one path component.
-void CheckComponent(const std::string& subject, const fs::path& path, bool must_be_dir,
+// Checks owner and write permission of one path component, already
+// lstat'ed into st.
+void CheckComponent(const std::string& subject, const fs::path& path, const struct stat& st,
                     bool sticky_ok) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) {
-    throw PluginError(subject + ": cannot stat " + path.string() + ": " + std::strerror(errno));
-  }
   const uid_t euid = ::geteuid();
   if (st.st_uid != 0 && st.st_uid != euid) {
     throw PluginError(subject + ": " + path.string() + " is owned by uid " +
@@ -548,35 +549,95 @@ void CheckComponent(const std::string& subject, const fs::path& path, bool must_
                       std::to_string(euid) +
                       "); plugins load only from paths that nobody else controls");
   }
-  if (must_be_dir && !S_ISDIR(st.st_mode)) {
-    throw PluginError(subject + ": " + path.string() + " is not a directory");
-  }
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     if (sticky_ok && S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0) return;
     const char* who = (st.st_mode & S_IWOTH) != 0 ? "others" : "its group";
     throw PluginError(subject + ": " + std::string(S_ISDIR(st.st_mode) ? "directory " : "file ") +
-                      path.string() + " is writable by " + who + " (mode " +
-                      ModeText(st.st_mode) + "); plugins load only from paths that nobody but " +
-                      "root or cairn's user can write (chmod go-w " + path.string() + ")");
+                      path.string() + " is writable by " + who + " (mode " + ModeText(st.st_mode) +
+                      "); plugins load only from paths that nobody but " +
+                      "root or cairn's user can write (" +
+                      ((st.st_mode & S_ISVTX) != 0 ? std::string("use a directory of cairn's own")
+                                                   : "chmod go-w " + path.string()) +
+                      ")");
   }
 }
 
-// Checks every ancestor directory of `path` up to /.
-void CheckAncestors(const std::string& subject, const fs::path& path) {
-  for (fs::path dir = path.parent_path();; dir = dir.parent_path()) {
-    CheckComponent(subject, dir, /*must_be_dir=*/true, /*sticky_ok=*/true);
-    if (dir == dir.root_path() || dir.empty()) break;
-  }
-}
+enum class Want { kFile, kDirectory };
 
-// The canonical form of `path` (symlinks resolved), which is what is checked
-// and loaded, so a symlink swapped after the check changes nothing.
-fs::path Canonical(const std::string& what, const std::string& path) {
+// Resolves `path` component by component, as the kernel would, and checks
+// every directory it passes through (including those a symlink leads
+// through) before looking inside it, so no symlink read on the way lives in
+// a directory others can write. Returns the canonical path, which is what
+// gets listed or dlopen'ed: a symlink swapped after the check changes nothing.
+// The final component (a file, or the plugin directory itself) gets the
+// strict rule: no sticky exception.
+fs::path ResolveTrusted(const std::string& subject, const std::string& path, Want want) {
+  if (path.empty()) throw PluginError(subject + ": empty path");
   std::error_code ec;
-  fs::path canonical = fs::canonical(fs::absolute(path, ec), ec);
-  if (ec) throw PluginError(what + " " + path + " does not exist or cannot be resolved: " +
-                            ec.message());
-  return canonical;
+  const fs::path absolute = fs::absolute(path, ec);
+  if (ec) throw PluginError(subject + ": cannot make the path absolute: " + ec.message());
+
+  // Components still to walk, the next one at the back.
+  std::vector<std::string> pending;
+  auto push_components = [&pending](const fs::path& p) {
+    std::vector<std::string> parts;
+    for (const fs::path& part : p.relative_path()) {
+      if (!part.empty()) parts.push_back(part.string());
+    }
+    pending.insert(pending.end(), parts.rbegin(), parts.rend());
+  };
+  push_components(absolute);
+
+  fs::path current = "/";
+  struct stat st {};
+  if (::lstat("/", &st) != 0) throw PluginError(subject + ": cannot stat /");
+  if (pending.empty()) {
+    throw PluginError(subject + ": / is not a plugin " +
+                      (want == Want::kFile ? "file" : "directory"));
+  }
+  CheckComponent(subject, current, st, /*sticky_ok=*/true);
+
+  int symlinks = 0;
+  while (!pending.empty()) {
+    const std::string part = pending.back();
+    pending.pop_back();
+    if (part == ".") continue;
+    if (part == "..") {
+      current = current.parent_path();  // current is resolved: its parent is real
+      continue;
+    }
+    const fs::path next = current / part;
+    if (::lstat(next.c_str(), &st) != 0) {
+      const int err = errno;
+      throw PluginError(
+          subject + ": " + (err == ENOENT ? "no such file or directory: " : "cannot stat ") +
+          next.string() + (err == ENOENT ? "" : std::string(": ") + std::strerror(err)));
+    }
+    if (S_ISLNK(st.st_mode)) {
+      if (++symlinks > 40) throw PluginError(subject + ": too many levels of symbolic links");
+      std::vector<char> buf(PATH_MAX + 1);
+      const ssize_t n = ::readlink(next.c_str(), buf.data(), buf.size() - 1);
+      if (n < 0) throw PluginError(subject + ": cannot read symlink " + next.string());
+      const fs::path target(std::string(buf.data(), static_cast<size_t>(n)));
+      if (target.is_absolute()) current = "/";
+      push_components(target);
+      continue;
+    }
+    const bool last = pending.empty();
+    if (!last || want == Want::kDirectory) {
+      if (!S_ISDIR(st.st_mode))
+        throw PluginError(subject + ": " + next.string() + " is not a directory");
+    } else if (!S_ISREG(st.st_mode)) {
+      throw PluginError(subject + ": " + next.string() + " is not a regular file");
+    }
+    CheckComponent(subject, next, st, /*sticky_ok=*/!last);
+    current = next;
+  }
+  if (current == "/") {
+    throw PluginError(subject + ": / is not a plugin " +
+                      (want == Want::kFile ? "file" : "directory"));
+  }
+  return current;
 }
 
 std::string VersionText(uint32_t major, uint32_t minor) {
@@ -605,13 +666,11 @@ void PluginRegistry::Load(const std::vector<std::string>& paths) {
 }
 
 void PluginRegistry::LoadDirectory(const std::string& directory) {
-  const fs::path dir = Canonical("plugin directory", directory);
   const std::string subject = "plugin directory " + directory;
-  // The directory itself: strictly not group/other writable, sticky or not,
-  // because anyone who may create entries in it could add a plugin (for
-  // example a hard link to some root-owned library).
-  CheckComponent(subject, dir, /*must_be_dir=*/true, /*sticky_ok=*/false);
-  CheckAncestors(subject, dir);
+  // The directory itself gets the strict rule, sticky or not: anyone who may
+  // create entries in it could add a plugin (say, a hard link to some
+  // root-owned library).
+  const fs::path dir = ResolveTrusted(subject, directory, Want::kDirectory);
 
   std::vector<fs::path> files;
   std::error_code ec;
@@ -626,22 +685,12 @@ void PluginRegistry::LoadDirectory(const std::string& directory) {
 }
 
 void PluginRegistry::LoadFile(const std::string& path) {
-  const fs::path file = Canonical("plugin file", path);
-  const std::string canonical = file.string();
   const std::string subject = "plugin " + path;
-
+  // Every check happens before dlopen, which runs the plugin's constructors.
+  const std::string canonical = ResolveTrusted(subject, path, Want::kFile).string();
   for (const auto& loaded : plugins_) {
     if (loaded->info.file == canonical) return;
   }
-
-  CheckComponent(subject, file, /*must_be_dir=*/false, /*sticky_ok=*/false);
-  {
-    struct stat st {};
-    if (::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      throw PluginError(subject + ": " + canonical + " is not a regular file");
-    }
-  }
-  CheckAncestors(subject, file);
 
   void* handle = ::dlopen(canonical.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
@@ -677,17 +726,18 @@ void PluginRegistry::LoadFile(const std::string& path) {
   }
   tls_loading_file = nullptr;
   if (d == nullptr) {
-    throw PluginError(subject + ": its entry point returned no descriptor (the plugin refused "
-                                "to load; its log messages say why)");
+    throw PluginError(subject +
+                      ": its entry point returned no descriptor (the plugin refused "
+                      "to load; its log messages say why)");
   }
 
   // The first three fields are the same in every ABI version.
   const std::string ours = VersionText(CAIRN_ABI_MAJOR, CAIRN_ABI_MINOR);
   const std::string theirs = VersionText(d->abi_major, d->abi_minor);
   if (d->abi_major != CAIRN_ABI_MAJOR) {
-    throw PluginError(subject + ": built for plugin ABI " + theirs + ", but this cairn speaks ABI " +
-                      ours + "; rebuild the plugin against cairn's " +
-                      std::to_string(CAIRN_ABI_MAJOR) + ".x headers");
+    throw PluginError(
+        subject + ": built for plugin ABI " + theirs + ", but this cairn speaks ABI " + ours +
+        "; rebuild the plugin against cairn's " + std::to_string(CAIRN_ABI_MAJOR) + ".x headers");
   }
   if (d->abi_minor > CAIRN_ABI_MINOR) {
     throw PluginError(subject + ": built for plugin ABI " + theirs +

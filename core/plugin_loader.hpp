@@ -21,8 +21,7 @@ namespace cairn {
 // descriptor, duplicate plugin or step name. The message names the file.
 class PluginError : public Error {
  public:
-  explicit PluginError(const std::string& message)
-      : Error(ErrorKind::kInvalidArgument, message) {}
+  explicit PluginError(const std::string& message) : Error(ErrorKind::kInvalidArgument, message) {}
 };
 
 // What `cairn plugins` shows about one loaded plugin.

@@ -226,6 +226,19 @@ class WakeListener {
   std::unique_ptr<Impl> impl_;
 };
 
+// Database time plus an offset, as timestamptz text: due times are always
+// computed by the database, never from a worker's clock.
+std::string DatabaseNowPlus(Tx& tx, std::chrono::milliseconds offset);
+
+// A transactional step's own statement, in the checkpoint's transaction.
+// params is a JSON array bound as $1..$n (strings as text, null as NULL,
+// other values as their JSON text); returns the rows as JSON objects.
+// Transaction control (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, ...) is refused
+// with InvalidArgumentError.
+Json ExecuteStepSql(Tx& tx, const std::string& sql, const Json& params);
+// Bounds every statement of this transaction (a step's SQL included).
+void SetStatementTimeout(Tx& tx, std::chrono::milliseconds timeout);
+
 // Retrying transient failures (serialization failures, deadlocks, lost
 // connections, admin shutdown). Everything else, kInDoubt included, is thrown
 // at once: an in-doubt commit must be read back, not repeated.

@@ -39,6 +39,10 @@ std::string StartRun(Tx& tx, const StartRequest& r) {
   }
 }
 
+std::string DatabaseNowPlus(Tx& tx, std::chrono::milliseconds offset) {
+  return Internal(tx).Exec("now_plus", static_cast<int64_t>(offset.count()))[0][0].c_str();
+}
+
 std::vector<Run> ClaimRuns(Tx& tx, const std::vector<std::string>& queues,
                            const std::vector<std::string>& definition_hashes, int limit,
                            const std::string& worker_id, std::chrono::milliseconds lease) {

@@ -423,7 +423,20 @@ YAML::Node Get(const YAML::Node& map, std::string_view key, const std::string& p
                LineMap& lines) {
   const YAML::Node& const_map = map;  // the non-const operator[] would insert the key
   YAML::Node value = const_map[std::string(key)];
-  if (value.IsDefined()) lines.Record(Join(path, key), value);
+  if (!value.IsDefined()) return value;
+  if (value.IsNull()) {
+    // yaml-cpp marks an empty value ("key:") at the next token, often a
+    // later line: report it at its key's line instead, through a null node
+    // whose mark is that line.
+    for (const auto& entry : map) {
+      if (entry.first.IsScalar() && entry.first.Scalar() == key) {
+        const int line = LineOf(entry.first);
+        if (line > 0) value = YAML::Load(std::string(static_cast<std::size_t>(line - 1), '\n') + "~");
+        break;
+      }
+    }
+  }
+  lines.Record(Join(path, key), value);
   return value;
 }
 

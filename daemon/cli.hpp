@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "config.hpp"
+#include "plugin_loader.hpp"
 #include "store.hpp"
 
 namespace cairn::cli {
@@ -46,7 +48,20 @@ po::variables_map Parse(const std::string& command, const std::vector<std::strin
                         const po::options_description& options,
                         const po::positional_options_description& positional = {});
 
+// --config, --concurrency, --worker-id, --log-level, and the daemon config
+// they produce (file, then environment, then flags).
+void AddDaemonConfigOptions(po::options_description& options);
+DaemonConfig LoadDaemonConfig(const po::variables_map& vm);
+void LoadPlugins(const DaemonConfig& config, PluginRegistry& plugins);
+
 int RunMigrate(const std::vector<std::string>& args);
 int RunVersion(const std::vector<std::string>& args);
+int RunDaemon(const std::vector<std::string>& args);
+int RunStart(const std::vector<std::string>& args);
+int RunShow(const std::vector<std::string>& args);
+int RunList(const std::vector<std::string>& args);
+int RunHistory(const std::vector<std::string>& args);
+int RunCancel(const std::vector<std::string>& args);
+int RunPlugins(const std::vector<std::string>& args);
 
 }  // namespace cairn::cli

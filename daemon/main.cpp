@@ -11,7 +11,14 @@ namespace cairn::cli {
 
 const std::vector<Subcommand>& Subcommands() {
   static const std::vector<Subcommand> kSubcommands = {
+      {"run", "run the worker daemon", RunDaemon},
       {"migrate", "apply pending schema migrations (--dry-run, --status)", RunMigrate},
+      {"start", "start a run of a workflow; prints the run id", RunStart},
+      {"show", "show one run: checkpoint, status, open waits", RunShow},
+      {"list", "list runs with filters; --stranded, --repin", RunList},
+      {"history", "a run's audit events", RunHistory},
+      {"cancel", "cancel a run and its waits", RunCancel},
+      {"plugins", "list the plugins and steps the daemon would load", RunPlugins},
       {"version", "print the version", RunVersion},
   };
   return kSubcommands;

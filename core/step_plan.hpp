@@ -1,0 +1,36 @@
+// Turns a step's outcome into what its transaction commits: the checkpoint,
+// the audit events and any wait record. Pure logic, no database: the retry
+// policy, context merging and history rules live here and are unit-tested.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "definition.hpp"
+#include "model.hpp"
+#include "step.hpp"
+#include "store.hpp"
+
+namespace cairn {
+
+struct StepPlan {
+  Checkpoint checkpoint;
+  std::vector<RunEvent> events;
+  std::optional<NewWait> wait;
+};
+
+// run is the state before the step; jitter_sample is uniform in [0, 1) and
+// spreads retry backoff by the policy's jitter fraction.
+StepPlan PlanStep(const Run& run, const WorkflowDefinition& workflow, const StepDefinition& step,
+                  const StepOutcome& outcome, double jitter_sample, std::chrono::milliseconds lease);
+
+// A failure outcome for problems found by cairn rather than reported by the
+// step (timeout, refused SQL, unknown jump target).
+StepOutcome FailureOutcome(std::string code, std::string message, bool retryable);
+
+// `context` with `updates` merged in (a null value removes the field).
+// Appends one "context" event per field whose value changed.
+Json MergeContext(const Json& context, const Json& updates, const Run& run,
+                  const std::string& step, int attempt, std::vector<RunEvent>& events);
+
+}  // namespace cairn

@@ -1,0 +1,114 @@
+// Runs a transactional step's parameterized SQL inside the checkpoint's
+// transaction, refusing anything that would end or split that transaction.
+#include <algorithm>
+#include <array>
+#include <cctype>
+
+#include "store_internal.hpp"
+
+namespace cairn::store {
+
+namespace {
+
+// The statement's first keyword, lower-cased, after blanks and comments.
+std::string FirstKeyword(const std::string& sql) {
+  size_t i = 0;
+  while (i < sql.size()) {
+    if (std::isspace(static_cast<unsigned char>(sql[i]))) {
+      ++i;
+    } else if (sql.compare(i, 2, "--") == 0) {
+      i = sql.find('\n', i);
+      if (i == std::string::npos) return "";
+    } else if (sql.compare(i, 2, "/*") == 0) {
+      i = sql.find("*/", i);
+      if (i == std::string::npos) return "";
+      i += 2;
+    } else {
+      break;
+    }
+  }
+  std::string word;
+  while (i < sql.size() && std::isalpha(static_cast<unsigned char>(sql[i]))) {
+    word += static_cast<char>(std::tolower(static_cast<unsigned char>(sql[i++])));
+  }
+  return word;
+}
+
+bool IsTransactionControl(const std::string& sql) {
+  static constexpr std::array<std::string_view, 9> kRefused = {
+      "begin", "start", "commit", "end", "rollback", "abort", "savepoint", "release", "prepare"};
+  const std::string word = FirstKeyword(sql);
+  if (std::find(kRefused.begin(), kRefused.end(), word) != kRefused.end()) return true;
+  if (word == "set" || word == "reset") {
+    std::string lower = sql;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    return lower.find("transaction") != std::string::npos ||
+           lower.find("session characteristics") != std::string::npos;
+  }
+  return false;
+}
+
+Json DecodeValue(const pqxx::field& field) {
+  if (field.is_null()) return nullptr;
+  switch (field.type()) {
+    case 16:  // bool
+      return std::string_view(field.c_str()) == "t";
+    case 20:  // int8
+    case 21:  // int2
+    case 23:  // int4
+      return field.as<int64_t>();
+    case 700:  // float4
+    case 701:  // float8
+      return field.as<double>();
+    case 114:   // json
+    case 3802:  // jsonb
+      return Json::parse(field.c_str(), field.c_str() + field.size());
+    default:
+      return std::string(field.c_str(), field.size());
+  }
+}
+
+}  // namespace
+
+Json ExecuteStepSql(Tx& tx, const std::string& sql, const Json& params) {
+  if (!params.is_array() && !params.is_null()) {
+    throw InvalidArgumentError("step SQL parameters must be a JSON array");
+  }
+  if (IsTransactionControl(sql)) {
+    throw InvalidArgumentError(
+        "step SQL refused: transaction control belongs to cairn, which commits the step's "
+        "statements with its checkpoint (statement: " + sql.substr(0, 80) + ")");
+  }
+  std::vector<std::optional<std::string>> values;
+  if (params.is_array()) {
+    for (const auto& p : params) {
+      if (p.is_null()) {
+        values.emplace_back(std::nullopt);
+      } else if (p.is_string()) {
+        values.emplace_back(p.get<std::string>());
+      } else {
+        values.emplace_back(p.dump());
+      }
+    }
+  }
+  pqxx::result result;
+  try {
+    result = Internal(tx).work.exec_params(sql, pqxx::prepare::make_dynamic_params(values));
+  } catch (...) {
+    RethrowTranslated("step sql");
+  }
+  Json rows = Json::array();
+  for (const auto& row : result) {
+    Json object = Json::object();
+    for (const auto& field : row) object[field.name()] = DecodeValue(field);
+    rows.push_back(std::move(object));
+  }
+  return rows;
+}
+
+void SetStatementTimeout(Tx& tx, std::chrono::milliseconds timeout) {
+  Internal(tx).Exec("set_statement_timeout", std::to_string(timeout.count()) + "ms");
+}
+
+}  // namespace cairn::store

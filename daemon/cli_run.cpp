@@ -1,0 +1,174 @@
+// `cairn run`: the daemon. Wires configuration, plugins, definitions and the
+// worker together, then waits for signals on the main thread: SIGTERM/SIGINT
+// stop gracefully (a second one exits at once), SIGHUP re-reads the log level.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
+
+#include <iostream>
+#include <thread>
+
+#include "cli.hpp"
+#include "config.hpp"
+#include "definition.hpp"
+#include "plugin_loader.hpp"
+#include "worker.hpp"
+
+namespace cairn::cli {
+
+namespace {
+
+void ApplyLogLevel(const std::string& level) {
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+void SetUpLogging(const LogConfig& log) {
+  if (log.format == "json") {
+    spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%f%z","level":"%l","pid":%P,"message":"%v"})");
+  } else {
+    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l [%P] %v");
+  }
+  ApplyLogLevel(log.level);
+}
+
+}  // namespace
+
+void AddDaemonConfigOptions(po::options_description& options) {
+  options.add_options()("config,c", po::value<std::string>(), "daemon YAML configuration file")(
+      "concurrency", po::value<int>(), "executor slots (overrides worker.concurrency)")(
+      "worker-id", po::value<std::string>(), "worker id (overrides worker.id)")(
+      "log-level", po::value<std::string>(), "trace, debug, info, warn or error");
+}
+
+DaemonConfig LoadDaemonConfig(const po::variables_map& vm) {
+  DaemonConfig config = vm.count("config") ? LoadConfig(vm["config"].as<std::string>())
+                                           : DaemonConfig{};
+  ApplyEnvironment(config);
+  if (vm.count("database-url")) config.database.url = vm["database-url"].as<std::string>();
+  if (vm.count("schema")) config.database.schema = vm["schema"].as<std::string>();
+  if (vm.count("concurrency")) config.worker.concurrency = vm["concurrency"].as<int>();
+  if (vm.count("worker-id")) config.worker.id = vm["worker-id"].as<std::string>();
+  if (vm.count("log-level")) config.log.level = vm["log-level"].as<std::string>();
+  ValidateConfig(config);
+  return config;
+}
+
+store::ConnectionOptions ConnectionFor(const DaemonConfig& config, const std::string& name) {
+  store::ConnectionOptions options;
+  options.url = config.database.url;
+  options.schema = config.database.schema;
+  options.application_name = name;
+  return options;
+}
+
+void LoadPlugins(const DaemonConfig& config, PluginRegistry& plugins) {
+  std::vector<std::string> directories;
+  for (const auto& directory : config.plugins.directories) directories.push_back(directory.string());
+  plugins.Load(directories);
+}
+
+DefinitionSet LoadWorkflows(const DaemonConfig& config, const PluginRegistry& plugins) {
+  DefinitionSet definitions = LoadDefinitionSet(config.workflows.paths);
+  ValidateSteps(definitions, [&](const std::string& step) { return plugins.Find(step) != nullptr; });
+  return definitions;
+}
+
+int RunDaemon(const std::vector<std::string>& args) {
+  // Signals are blocked before any thread starts so that only the main
+  // thread's sigtimedwait sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  po::options_description options("cairn run: the worker daemon");
+  AddDatabaseOptions(options);
+  AddDaemonConfigOptions(options);
+  auto vm = Parse("run", args, options);
+  DaemonConfig config = LoadDaemonConfig(vm);
+  SetUpLogging(config.log);
+
+  PluginRegistry plugins;
+  LoadPlugins(config, plugins);
+  DefinitionSet definitions = LoadWorkflows(config, plugins);
+  if (definitions.empty()) {
+    throw InvalidArgumentError("no workflow definitions found in workflows.paths");
+  }
+
+  WorkerOptions worker_options;
+  worker_options.connection = ConnectionFor(config, "cairn run");
+  worker_options.worker_id = config.EffectiveWorkerId();
+  worker_options.queues = config.worker.queues;
+  worker_options.concurrency = config.worker.concurrency;
+  worker_options.claim_batch = config.EffectiveClaimBatch();
+  worker_options.poll_interval = config.worker.poll_interval;
+  worker_options.lease = config.worker.lease;
+  worker_options.reaper_interval = config.maintenance.reaper_interval;
+  worker_options.shutdown_grace = config.worker.shutdown_grace;
+  worker_options.listen = config.worker.listen;
+
+  spdlog::info("cairn {} starting: database {} schema {}, {} plugins, {} workflows", CAIRN_VERSION,
+               RedactDatabaseUrl(config.database.url), config.database.schema,
+               plugins.List().size(), definitions.size());
+  Worker worker(worker_options, definitions, plugins);
+  worker.Start();
+  sd_notify(0, "READY=1\nSTATUS=claiming work");
+
+  uint64_t watchdog_usec = 0;
+  const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
+  const auto tick = watchdog ? std::chrono::microseconds(watchdog_usec / 2)
+                             : std::chrono::microseconds(1000000);
+  while (true) {
+    timespec timeout{static_cast<time_t>(tick.count() / 1000000),
+                     static_cast<long>((tick.count() % 1000000) * 1000)};
+    int signal = sigtimedwait(&signals, nullptr, &timeout);
+    if (signal < 0) {
+      if (watchdog) sd_notify(0, "WATCHDOG=1");
+      continue;
+    }
+    if (signal == SIGHUP) {
+      try {
+        DaemonConfig reloaded = LoadDaemonConfig(vm);
+        ApplyLogLevel(reloaded.log.level);
+        spdlog::info("SIGHUP: log level is now {}", reloaded.log.level);
+      } catch (const std::exception& e) {
+        spdlog::error("SIGHUP: configuration not reloaded: {}", e.what());
+      }
+      continue;
+    }
+    break;
+  }
+
+  spdlog::info("stopping: no new claims; steps in flight finish within {} ms",
+               worker_options.shutdown_grace.count());
+  sd_notify(0, "STOPPING=1\nSTATUS=draining");
+  std::atomic<bool> stopped{false};
+  bool clean = true;
+  std::thread stopper([&] {
+    clean = worker.Stop();
+    stopped = true;
+  });
+  // A second SIGTERM or SIGINT exits at once; leases expire on their own.
+  while (!stopped.load()) {
+    timespec poll{0, 100 * 1000 * 1000};
+    int signal = sigtimedwait(&signals, nullptr, &poll);
+    if (signal == SIGTERM || signal == SIGINT) {
+      spdlog::warn("second stop signal: exiting now");
+      spdlog::shutdown();
+      std::_Exit(kExitFailure);
+    }
+  }
+  stopper.join();
+  spdlog::shutdown();
+  if (!clean) {
+    // Steps still running belong to detached threads: leave without running
+    // destructors under their feet.
+    std::cout.flush();
+    std::_Exit(kExitOk);
+  }
+  return kExitOk;
+}
+
+}  // namespace cairn::cli

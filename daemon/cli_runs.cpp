@@ -1,0 +1,373 @@
+// Subcommands that start and inspect runs: start, show, list, history,
+// cancel, plugins. Tables for people by default, --json for scripts.
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "cli.hpp"
+#include "config.hpp"
+#include "definition.hpp"
+#include "identifier.hpp"
+#include "plugin_loader.hpp"
+
+namespace cairn::cli {
+
+namespace {
+
+// Inputs larger than this are refused before they reach the database.
+constexpr size_t kMaxPayloadBytes = 1 << 20;
+constexpr int kMaxJsonDepth = 64;
+
+int Depth(const Json& value) {
+  if (!value.is_structured()) return 0;
+  int deepest = 0;
+  for (const auto& child : value) deepest = std::max(deepest, Depth(child));
+  return deepest + 1;
+}
+
+Json ParsePayload(const std::string& what, const std::string& text) {
+  if (text.size() > kMaxPayloadBytes) {
+    throw InvalidArgumentError(what + " is " + std::to_string(text.size()) +
+                               " bytes; the limit is " + std::to_string(kMaxPayloadBytes));
+  }
+  // nlohmann's parser is recursive: check nesting with a flat scan first.
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxJsonDepth) {
+        throw InvalidArgumentError(what + " nests deeper than " + std::to_string(kMaxJsonDepth) +
+                                   " levels (at byte " + std::to_string(i) + ")");
+      }
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    throw InvalidArgumentError(what + " is not valid JSON: " + e.what());
+  }
+}
+
+Json RunToJson(const Run& run) {
+  auto optional = [](const auto& value) -> Json {
+    if (!value) return nullptr;
+    return *value;
+  };
+  return {{"id", run.id},
+          {"namespace", run.namespace_name},
+          {"workflow", run.workflow},
+          {"definition_version", run.definition_version},
+          {"definition_hash", run.definition_hash},
+          {"key", optional(run.key)},
+          {"queue", run.queue},
+          {"priority", run.priority},
+          {"status", std::string(ToString(run.status))},
+          {"cursor", optional(run.cursor)},
+          {"attempt", run.attempt},
+          {"version", run.version},
+          {"input", run.input},
+          {"context", run.context},
+          {"output", optional(run.output)},
+          {"error", optional(run.error)},
+          {"run_at", run.run_at},
+          {"lease_owner", optional(run.lease_owner)},
+          {"lease_expires_at", optional(run.lease_expires_at)},
+          {"parent_run_id", optional(run.parent_run_id)},
+          {"cancel_reason", optional(run.cancel_reason)},
+          {"created_at", run.created_at},
+          {"updated_at", run.updated_at},
+          {"finished_at", optional(run.finished_at)}};
+}
+
+Json WaitToJson(const WaitRecord& wait) {
+  return {{"correlation_key", wait.correlation_key},
+          {"event", wait.event},
+          {"status", std::string(ToString(wait.status))},
+          {"continuation_step", wait.continuation_step},
+          {"expires_at", wait.expires_at ? Json(*wait.expires_at) : Json()},
+          {"payload", wait.payload ? *wait.payload : Json()}};
+}
+
+Json EventToJson(const RunEvent& e) {
+  return {{"position", e.position},
+          {"step", e.step ? Json(*e.step) : Json()},
+          {"attempt", e.attempt},
+          {"kind", e.kind},
+          {"field", e.field ? Json(*e.field) : Json()},
+          {"value", e.value ? *e.value : Json()},
+          {"created_at", e.created_at}};
+}
+
+// Prints rows as aligned columns.
+void PrintTable(const std::vector<std::string>& header,
+                const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths(header.size());
+  for (size_t c = 0; c < header.size(); ++c) widths[c] = header[c].size();
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  auto print = [&](const std::vector<std::string>& row) {
+    for (size_t c = 0; c < row.size(); ++c) {
+      std::cout << row[c];
+      if (c + 1 < row.size()) std::cout << std::string(widths[c] - row[c].size() + 2, ' ');
+    }
+    std::cout << "\n";
+  };
+  print(header);
+  for (const auto& row : rows) print(row);
+}
+
+std::string Shorten(std::string text, size_t limit = 60) {
+  if (text.size() > limit) text = text.substr(0, limit - 3) + "...";
+  return text;
+}
+
+std::string Optional(const std::optional<std::string>& value) { return value.value_or("-"); }
+
+store::Connection Connect(const po::variables_map& vm, const std::string& command) {
+  return store::Connection(DatabaseOptions(vm, "cairn " + command));
+}
+
+}  // namespace
+
+int RunStart(const std::vector<std::string>& args) {
+  po::options_description options("cairn start WORKFLOW: start a run, print its id");
+  AddDatabaseOptions(options);
+  options.add_options()("workflow", po::value<std::string>()->required(), "workflow name")(
+      "input", po::value<std::string>()->default_value("{}"), "run input, a JSON object")(
+      "key", po::value<std::string>(), "idempotency key: a second start returns the same run")(
+      "queue", po::value<std::string>(), "queue (default: the workflow's)")(
+      "priority", po::value<int>()->default_value(0), "higher runs first")(
+      "at", po::value<std::string>(), "start at this time (timestamp with time zone)")(
+      "in", po::value<std::string>(), "start after this long (e.g. 30s, 5m)")(
+      "namespace", po::value<std::string>()->default_value("default"), "namespace")(
+      "definition-version", po::value<int>(), "pin a definition version (default: newest)");
+  po::positional_options_description positional;
+  positional.add("workflow", 1);
+  auto vm = Parse("start", args, options, positional);
+
+  store::StartRequest request;
+  request.workflow = vm["workflow"].as<std::string>();
+  request.input = ParsePayload("--input", vm["input"].as<std::string>());
+  if (!request.input.is_object()) throw InvalidArgumentError("--input must be a JSON object");
+  if (vm.count("key")) request.key = vm["key"].as<std::string>();
+  if (vm.count("queue")) request.queue = vm["queue"].as<std::string>();
+  request.priority = vm["priority"].as<int>();
+  request.namespace_name = vm["namespace"].as<std::string>();
+  if (vm.count("definition-version")) request.version = vm["definition-version"].as<int>();
+  if (vm.count("at") && vm.count("in")) throw InvalidArgumentError("give --at or --in, not both");
+  auto connection = Connect(vm, "start");
+  std::string id = connection.Transact([&](store::Tx& tx) {
+    if (vm.count("in")) request.run_at = store::DatabaseNowPlus(tx, ParseDuration(vm["in"].as<std::string>()));
+    if (vm.count("at")) request.run_at = vm["at"].as<std::string>();
+    return store::StartRun(tx, request);
+  });
+  std::cout << id << "\n";
+  return kExitOk;
+}
+
+int RunShow(const std::vector<std::string>& args) {
+  po::options_description options("cairn show RUN: one run, its checkpoint and open waits");
+  AddDatabaseOptions(options);
+  options.add_options()("run", po::value<std::string>()->required(), "run id")(
+      "json", "print one JSON object");
+  po::positional_options_description positional;
+  positional.add("run", 1);
+  auto vm = Parse("show", args, options, positional);
+  const std::string id = vm["run"].as<std::string>();
+  ValidateRunId(id);
+  auto connection = Connect(vm, "show");
+  auto [run, waits] = connection.Transact([&](store::Tx& tx) {
+    auto run = store::GetRun(tx, id);
+    if (!run) throw NotFoundError("run " + id + " does not exist");
+    return std::make_pair(*run, store::WaitsOfRun(tx, id));
+  });
+  Json waits_json = Json::array();
+  for (const auto& wait : waits) waits_json.push_back(WaitToJson(wait));
+  if (vm.count("json")) {
+    Json object = RunToJson(run);
+    object["waits"] = waits_json;
+    std::cout << object.dump() << "\n";
+    return kExitOk;
+  }
+  Json object = RunToJson(run);
+  for (const auto& [key, value] : object.items()) {
+    std::cout << std::left << std::setw(20) << key
+              << (value.is_string() ? value.get<std::string>() : value.dump()) << "\n";
+  }
+  for (const auto& wait : waits) {
+    std::cout << std::left << std::setw(20) << "wait"
+              << wait.correlation_key << " " << wait.event << " " << ToString(wait.status)
+              << " expires " << Optional(wait.expires_at) << "\n";
+  }
+  return kExitOk;
+}
+
+int RunList(const std::vector<std::string>& args) {
+  po::options_description options("cairn list: runs, oldest first, 200 a page");
+  AddDatabaseOptions(options);
+  options.add_options()("workflow", po::value<std::string>(), "only this workflow")(
+      "status", po::value<std::string>(), "only this status (ready, running, waiting, ...)")(
+      "waiting", "only runs parked on a wait")(
+      "namespace", po::value<std::string>(), "only this namespace")(
+      "created-after", po::value<std::string>(), "created at or after this time")(
+      "created-before", po::value<std::string>(), "created before this time")(
+      "key-prefix", po::value<std::string>(), "only keys starting with this")(
+      "limit", po::value<int>()->default_value(store::kMaxRunPage), "page size, at most 200")(
+      "cursor", po::value<std::string>(), "continue after the page that printed this cursor")(
+      "stranded", "unfinished runs that no live worker serves (definition not loaded anywhere)")(
+      "repin", po::value<std::vector<std::string>>()->multitoken(),
+      "FROM_HASH TO_HASH: move unfinished runs to another registered definition")(
+      "json", "print one JSON object: {runs, next_cursor}");
+  auto vm = Parse("list", args, options);
+  auto connection = Connect(vm, "list");
+  if (vm.count("repin")) {
+    auto hashes = vm["repin"].as<std::vector<std::string>>();
+    if (hashes.size() != 2) throw InvalidArgumentError("--repin takes FROM_HASH TO_HASH");
+    auto ids = connection.Transact(
+        [&](store::Tx& tx) { return store::RepinRuns(tx, hashes[0], hashes[1]); });
+    std::cout << ids.size() << " runs re-pinned\n";
+    return kExitOk;
+  }
+  RunPage page;
+  if (vm.count("stranded")) {
+    page.runs = connection.Transact([&](store::Tx& tx) {
+      return store::StrandedRuns(tx, std::chrono::minutes(2), vm["limit"].as<int>());
+    });
+  } else {
+    RunFilter filter;
+    if (vm.count("workflow")) filter.workflow = vm["workflow"].as<std::string>();
+    if (vm.count("status")) filter.status = ParseRunStatus(vm["status"].as<std::string>());
+    if (vm.count("waiting")) filter.status = RunStatus::kWaiting;
+    if (vm.count("namespace")) filter.namespace_name = vm["namespace"].as<std::string>();
+    if (vm.count("created-after")) filter.created_after = vm["created-after"].as<std::string>();
+    if (vm.count("created-before")) filter.created_before = vm["created-before"].as<std::string>();
+    if (vm.count("key-prefix")) filter.key_prefix = vm["key-prefix"].as<std::string>();
+    std::optional<std::string> cursor;
+    if (vm.count("cursor")) cursor = vm["cursor"].as<std::string>();
+    page = connection.Transact([&](store::Tx& tx) {
+      return store::ListRuns(tx, filter, vm["limit"].as<int>(), cursor);
+    });
+  }
+  if (vm.count("json")) {
+    Json runs = Json::array();
+    for (const auto& run : page.runs) runs.push_back(RunToJson(run));
+    std::cout << Json{{"runs", runs}, {"next_cursor", page.next_cursor ? Json(*page.next_cursor) : Json()}}.dump()
+              << "\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& run : page.runs) {
+    rows.push_back({run.id, run.workflow + " v" + std::to_string(run.definition_version),
+                    std::string(ToString(run.status)), Optional(run.cursor),
+                    std::to_string(run.attempt), Optional(run.key), run.created_at});
+  }
+  PrintTable({"ID", "WORKFLOW", "STATUS", "CURSOR", "ATTEMPT", "KEY", "CREATED"}, rows);
+  if (page.next_cursor) std::cout << "more: --cursor '" << *page.next_cursor << "'\n";
+  return kExitOk;
+}
+
+int RunHistory(const std::vector<std::string>& args) {
+  po::options_description options("cairn history RUN: the run's audit events, oldest first");
+  AddDatabaseOptions(options);
+  options.add_options()("run", po::value<std::string>()->required(), "run id")(
+      "after", po::value<int64_t>()->default_value(0), "only events after this position")(
+      "limit", po::value<int>()->default_value(store::kMaxHistoryPage), "page size, at most 1000")(
+      "json", "print one JSON object: {events, next_position}");
+  po::positional_options_description positional;
+  positional.add("run", 1);
+  auto vm = Parse("history", args, options, positional);
+  const std::string id = vm["run"].as<std::string>();
+  ValidateRunId(id);
+  auto connection = Connect(vm, "history");
+  auto page = connection.Transact([&](store::Tx& tx) {
+    if (!store::GetRun(tx, id)) throw NotFoundError("run " + id + " does not exist");
+    return store::History(tx, id, vm["after"].as<int64_t>(), vm["limit"].as<int>());
+  });
+  if (vm.count("json")) {
+    Json events = Json::array();
+    for (const auto& e : page.events) events.push_back(EventToJson(e));
+    std::cout << Json{{"events", events},
+                      {"next_position", page.next_position ? Json(*page.next_position) : Json()}}
+                     .dump()
+              << "\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& e : page.events) {
+    std::string detail = e.field ? *e.field + " = " : "";
+    if (e.value) detail += e.value->dump();
+    rows.push_back({std::to_string(e.position), e.created_at, Optional(e.step),
+                    std::to_string(e.attempt), e.kind, Shorten(detail)});
+  }
+  PrintTable({"POSITION", "TIME", "STEP", "ATTEMPT", "EVENT", "DETAIL"}, rows);
+  if (page.next_position) std::cout << "more: --after " << *page.next_position << "\n";
+  return kExitOk;
+}
+
+int RunCancel(const std::vector<std::string>& args) {
+  po::options_description options("cairn cancel RUN: cancel a run and its waits");
+  AddDatabaseOptions(options);
+  options.add_options()("run", po::value<std::string>()->required(), "run id")(
+      "reason", po::value<std::string>()->default_value("cancelled by operator"), "why");
+  po::positional_options_description positional;
+  positional.add("run", 1);
+  auto vm = Parse("cancel", args, options, positional);
+  const std::string id = vm["run"].as<std::string>();
+  ValidateRunId(id);
+  auto connection = Connect(vm, "cancel");
+  auto result = connection.Transact([&](store::Tx& tx) {
+    auto result = store::CancelRun(tx, id, vm["reason"].as<std::string>());
+    if (result.outcome == CancelOutcome::kCancelled) {
+      RunEvent event;
+      event.run_id = id;
+      event.kind = "cancelled";
+      event.value = Json{{"reason", vm["reason"].as<std::string>()}};
+      store::AppendEvents(tx, {event});
+    }
+    return result;
+  });
+  if (result.outcome == CancelOutcome::kAlreadyFinished) {
+    std::cout << "run " << id << " had already finished (" << ToString(result.status)
+              << "); nothing changed\n";
+    return kExitAlreadyDone;
+  }
+  std::cout << "run " << id << " cancelled (" << result.waits_cancelled << " waits cancelled)\n";
+  return kExitOk;
+}
+
+int RunPlugins(const std::vector<std::string>& args) {
+  po::options_description options("cairn plugins: the plugins and steps the daemon would load");
+  AddDaemonConfigOptions(options);
+  options.add_options()("json", "print JSON");
+  auto vm = Parse("plugins", args, options);
+  DaemonConfig config = LoadDaemonConfig(vm);
+  PluginRegistry plugins;
+  LoadPlugins(config, plugins);
+  if (vm.count("json")) {
+    Json list = Json::array();
+    for (const auto& p : plugins.List()) {
+      list.push_back({{"name", p.name}, {"version", p.version}, {"file", p.file},
+                      {"abi", std::to_string(p.abi_major) + "." + std::to_string(p.abi_minor)},
+                      {"steps", p.steps}});
+    }
+    std::cout << list.dump() << "\n";
+    return kExitOk;
+  }
+  for (const auto& p : plugins.List()) {
+    std::cout << p.name << " " << p.version << " (ABI " << p.abi_major << "." << p.abi_minor
+              << ") " << p.file << "\n";
+    for (const auto& step : p.steps) std::cout << "  " << step << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace cairn::cli

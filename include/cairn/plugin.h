@@ -1,0 +1,276 @@
+/* The cairn plugin C ABI: the only contract between the cairn host and a step
+ * plugin. Pure C99 (also valid C++); no C++ type ever crosses it, so a plugin
+ * built with another compiler or standard library works. This header is the
+ * plugin author's reference; C++ authors usually write against cairn/sdk.hpp,
+ * which is built on top of it.
+ *
+ * Shape (after PostgreSQL's magic block, SQLite's api routines and Envoy's
+ * dynamic-module abi.h):
+ *
+ *   - A plugin is a shared object exporting ONE symbol, cairn_plugin_entry
+ *     (CAIRN_PLUGIN_ENTRY_SYMBOL). The host calls it once after dlopen and gets
+ *     back a descriptor: its own size, the ABI version it was built for, the
+ *     plugin's name and version, and an array of steps.
+ *   - The host refuses a descriptor whose abi_major differs from its own or
+ *     whose abi_minor is newer than its own. Within one major, structs and the
+ *     host table only ever grow at the end (append-only), so a plugin built for
+ *     minor N runs on any host with minor >= N, and every host function the
+ *     plugin's header declares is present.
+ *   - A step is a function pointer plus a user_data pointer. It receives the
+ *     call (run id, step name, attempt, input and context as JSON) and an
+ *     opaque context handle, and chooses its outcome by calling functions of
+ *     the host table (next, jump, wait, sleep, complete, fail) on that handle.
+ *     It returns a small result code (CAIRN_OK / CAIRN_RETRY / CAIRN_ERROR);
+ *     details travel through host calls, never through the return value.
+ *   - JSON crosses as UTF-8 bytes {data, len}; names, codes and messages as
+ *     NUL-terminated UTF-8 strings.
+ *
+ * OWNERSHIP (the rule for everything below): each side frees only what it
+ * allocated. Memory the host passes to the plugin is host-owned and valid
+ * until the step function returns, unless a note says otherwise; the plugin
+ * copies what it wants to keep. Memory the plugin passes to the host (strings,
+ * JSON, the descriptor) is plugin-owned; the host copies what it keeps before
+ * the host call returns, except the descriptor and everything it points to,
+ * which the plugin keeps valid and unchanged for the life of the process.
+ *
+ * THREADS: the host calls step functions concurrently from several executor
+ * threads, possibly the same step at once; step functions must be reentrant.
+ * A cairn_step_ctx belongs to one invocation: use it only on the thread that
+ * received it and only before the step function returns.
+ */
+#ifndef CAIRN_PLUGIN_H
+#define CAIRN_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ABI version this header describes. A change that breaks existing
+ * plugins bumps the major; an append to a struct or to the host table bumps
+ * the minor. */
+#define CAIRN_ABI_MAJOR 1
+#define CAIRN_ABI_MINOR 0
+
+/* The one symbol a plugin exports. */
+#define CAIRN_PLUGIN_ENTRY_SYMBOL "cairn_plugin_entry"
+
+/* cairn and its plugins are built with -fvisibility=hidden so that libraries
+ * bundled into a plugin never clash with the host's; the entry point alone is
+ * given default visibility. */
+#if defined(_WIN32)
+#define CAIRN_PLUGIN_EXPORT __declspec(dllexport)
+#elif defined(__GNUC__) || defined(__clang__)
+#define CAIRN_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define CAIRN_PLUGIN_EXPORT
+#endif
+
+/* Result of a step function and of host calls. Details (error code, message)
+ * travel through host calls, never through this value.
+ *   CAIRN_OK     success. For a step: the outcome it chose through the host
+ *                table stands; a step that chose none means "next".
+ *   CAIRN_RETRY  a transient failure. For a step: the step failed and may be
+ *                retried by the step's retry policy; the code and message come
+ *                from the step's last fail() call, or a generic message.
+ *   CAIRN_ERROR  a permanent failure. For a step: the step failed and is not
+ *                retried; code and message as for CAIRN_RETRY. For a host
+ *                call: the call was refused (bad argument, not allowed here);
+ *                last_error() says why.
+ * OWNERSHIP: a plain value. */
+typedef enum cairn_result { CAIRN_OK = 0, CAIRN_RETRY = 1, CAIRN_ERROR = 2 } cairn_result;
+
+/* Log severities for host->log. OWNERSHIP: a plain value. */
+typedef enum cairn_log_level {
+  CAIRN_LOG_DEBUG = 0,
+  CAIRN_LOG_INFO = 1,
+  CAIRN_LOG_WARN = 2,
+  CAIRN_LOG_ERROR = 3
+} cairn_log_level;
+
+/* A byte buffer, used for UTF-8 JSON text. Not NUL-terminated in general, but
+ * every buffer the HOST hands out also has data[len] == '\0', for the
+ * convenience of C JSON parsers.
+ * OWNERSHIP: owned by whichever side filled it in; see each use. The struct
+ * itself is passed by value and owns nothing. */
+typedef struct cairn_bytes {
+  const char* data;
+  size_t len;
+} cairn_bytes;
+
+/* One invocation of a step, seen from the plugin: the handle every outcome
+ * and sql call takes. Its layout is private to the host.
+ * OWNERSHIP: host-owned; valid only during the step function call that
+ * received it, on that thread. Never free or keep it. */
+typedef struct cairn_step_ctx cairn_step_ctx;
+
+struct cairn_host_api; /* defined below */
+
+/* What the host passes to a step function.
+ * OWNERSHIP: the struct and every pointer in it are host-owned and valid until
+ * the step function returns. */
+typedef struct cairn_step_call {
+  size_t struct_size;                /* sizeof(cairn_step_call) in the host */
+  const struct cairn_host_api* host; /* the host table (same as at entry) */
+  const char* run_id;                /* the run (stack) being executed */
+  const char* workflow;              /* its workflow definition name */
+  const char* step;                  /* the step name, as registered */
+  int32_t attempt;                   /* 1 on the first try, then 2, 3... */
+  int32_t transactional;             /* nonzero: sql_exec is available */
+  cairn_bytes input;                 /* the run's input: a JSON object */
+  cairn_bytes context;               /* the run's context: a JSON object */
+} cairn_step_call;
+
+/* A step function.
+ *   user_data  the pointer from the step's cairn_step_def, unchanged.
+ *   call       the invocation (see cairn_step_call).
+ *   ctx        the handle to pass to host calls.
+ * Choose the outcome with host->next/jump/wait/sleep_ms/sleep_until/complete/
+ * fail (the last call wins) and set context fields with host->set_context,
+ * then return CAIRN_OK; or return CAIRN_RETRY / CAIRN_ERROR to fail (after
+ * host->fail() for a specific code and message). The step body may run more
+ * than once for one checkpoint (at-least-once): make external side effects
+ * idempotent, or use sql_exec in a transactional step.
+ * C++ plugins: no exception may leave this function (the SDK makes sure).
+ * OWNERSHIP: see cairn_step_call and cairn_step_ctx; the function returns
+ * nothing the host must free. */
+typedef cairn_result (*cairn_step_fn)(void* user_data, const cairn_step_call* call,
+                                      cairn_step_ctx* ctx);
+
+/* One step a plugin provides. Step names are global: two loaded plugins
+ * registering the same step name are a start-up error.
+ * OWNERSHIP: plugin-owned, read by the host; must stay valid and unchanged
+ * for the life of the process (usually a static array). */
+typedef struct cairn_step_def {
+  const char* name;     /* non-empty UTF-8, unique among all loaded plugins */
+  cairn_step_fn invoke; /* non-NULL */
+  void* user_data;      /* passed back to invoke; may be NULL */
+} cairn_step_def;
+
+/* What cairn_plugin_entry returns. The first three fields are fixed for
+ * every ABI version (the host reads them before it trusts anything else).
+ * OWNERSHIP: plugin-owned, including every string and the steps array; must
+ * stay valid and unchanged for the life of the process (usually static). */
+typedef struct cairn_plugin_descriptor {
+  size_t struct_size;          /* sizeof(cairn_plugin_descriptor) as the plugin was built */
+  uint32_t abi_major;          /* CAIRN_ABI_MAJOR as the plugin was built */
+  uint32_t abi_minor;          /* CAIRN_ABI_MINOR as the plugin was built */
+  const char* name;            /* plugin name, e.g. "example"; unique among loaded plugins */
+  const char* version;         /* plugin version, free text, e.g. "1.0.0" */
+  const cairn_step_def* steps; /* step_count elements ... */
+  size_t step_count;
+  size_t step_def_size; /* ... each sizeof(cairn_step_def) as the plugin was
+                           built: the host walks the array with this stride,
+                           so cairn_step_def may grow in a later minor */
+  /* ABI 1.1 and later append fields here. */
+} cairn_plugin_descriptor;
+
+/* The host function table. Passed to the entry point and in every call. All
+ * functions are safe to call concurrently for different ctx values. Functions
+ * that take a ctx need the ctx of the current invocation; log also accepts
+ * NULL (for messages from the entry point).
+ * OWNERSHIP: the table is host-owned and valid for the life of the process.
+ * Arguments the plugin passes are plugin-owned: the host copies what it keeps
+ * before returning. */
+typedef struct cairn_host_api {
+  size_t struct_size; /* sizeof(cairn_host_api) in the host: >= the plugin's */
+  uint32_t abi_major; /* the host's CAIRN_ABI_MAJOR */
+  uint32_t abi_minor; /* the host's CAIRN_ABI_MINOR */
+
+  /* Writes message to the daemon's log, tagged with the plugin, run, step and
+   * attempt. ctx may be NULL. OWNERSHIP: message is plugin-owned. */
+  void (*log)(cairn_step_ctx* ctx, cairn_log_level level, const char* message);
+
+  /* Sets context field key to the JSON value json (any JSON value; the JSON
+   * literal null removes the field). Applied with the step's outcome, whatever
+   * it is; one audit event per changed field. Setting a key twice keeps the
+   * last value. Returns CAIRN_ERROR for an empty key or invalid JSON (which
+   * also fails the step permanently with code "plugin_error").
+   * OWNERSHIP: key and json are plugin-owned; the host copies them. */
+  cairn_result (*set_context)(cairn_step_ctx* ctx, const char* key, cairn_bytes json);
+
+  /* Outcome: continue with the next step of the definition. This is also the
+   * outcome of a step that returns CAIRN_OK without choosing one. */
+  cairn_result (*next)(cairn_step_ctx* ctx);
+
+  /* Outcome: continue with the named step of the definition.
+   * OWNERSHIP: step is plugin-owned; the host copies it. */
+  cairn_result (*jump)(cairn_step_ctx* ctx, const char* step);
+
+  /* Outcome: park the run until event is signalled with correlation key key
+   * (unique across waiting runs); the signal's payload is then available in
+   * the context. timeout_ms < 0 waits forever.
+   * OWNERSHIP: event and key are plugin-owned; the host copies them. */
+  cairn_result (*wait)(cairn_step_ctx* ctx, const char* event, const char* key, int64_t timeout_ms);
+
+  /* Outcome: continue with the next step after ms milliseconds (>= 0) of
+   * database time. */
+  cairn_result (*sleep_ms)(cairn_step_ctx* ctx, int64_t ms);
+
+  /* Outcome: continue with the next step at a PostgreSQL timestamptz, given
+   * as text, e.g. "2030-01-01 00:00:00+00" (compared with database time).
+   * OWNERSHIP: timestamptz is plugin-owned; the host copies it. */
+  cairn_result (*sleep_until)(cairn_step_ctx* ctx, const char* timestamptz);
+
+  /* Outcome: finish the run successfully with output (any JSON value; len 0
+   * means null). Returns CAIRN_ERROR for invalid JSON (and fails the step
+   * permanently with code "plugin_error").
+   * OWNERSHIP: output_json is plugin-owned; the host copies it. */
+  cairn_result (*complete)(cairn_step_ctx* ctx, cairn_bytes output_json);
+
+  /* Outcome: the step failed. retryable != 0 lets the step's retry policy try
+   * again (unless code is listed as non-retryable in the definition); 0 fails
+   * the run now. code is a short machine-readable word ("card_declined"),
+   * message a sentence for people; either may be NULL. If the step then
+   * returns CAIRN_RETRY or CAIRN_ERROR, the return value decides retryability.
+   * OWNERSHIP: code and message are plugin-owned; the host copies them. */
+  cairn_result (*fail)(cairn_step_ctx* ctx, int retryable, const char* code, const char* message);
+
+  /* Runs one parameterized SQL statement inside the step's transaction: the
+   * same transaction that commits the step's checkpoint, so its writes commit
+   * exactly when the step's outcome does. Only for transactional steps
+   * (call->transactional != 0). params_json is a JSON array bound to $1, $2,
+   * ... (len 0 means no parameters); on CAIRN_OK *out_rows_json receives the
+   * result rows as a JSON array of objects (column name -> value).
+   * Returns CAIRN_ERROR when the call is refused before any SQL ran: the step
+   * is not transactional, params are not a JSON array, or the statement is
+   * transaction control (BEGIN, COMMIT, ROLLBACK, SAVEPOINT...) or otherwise
+   * refused; the step may carry on. Returns CAIRN_RETRY when the database
+   * reported an error: the transaction is then aborted, further sql_exec calls
+   * fail, and the step's outcome is discarded (the host rolls back and
+   * handles the database error as it handles a failed checkpoint).
+   * last_error() has the reason in both cases.
+   * OWNERSHIP: sql and params_json are plugin-owned. *out_rows_json is
+   * host-owned and valid until the step function returns (each call gets its
+   * own buffer); the plugin must not free it. */
+  cairn_result (*sql_exec)(cairn_step_ctx* ctx, const char* sql, cairn_bytes params_json,
+                           cairn_bytes* out_rows_json);
+
+  /* The reason the last refused or failed host call on ctx gave, or "" when
+   * none did.
+   * OWNERSHIP: host-owned; valid until the next host call on ctx or the
+   * return of the step function, whichever is first. */
+  const char* (*last_error)(cairn_step_ctx* ctx);
+
+  /* ABI 1.1 and later append functions here. */
+} cairn_host_api;
+
+/* The entry point every plugin exports (name: CAIRN_PLUGIN_ENTRY_SYMBOL).
+ * Called once per process, after dlopen and before any step, with the host
+ * table. Returns the plugin's descriptor, or NULL to refuse to load (log why
+ * with host->log(NULL, ...) first). Keep it cheap and free of side effects:
+ * `cairn plugins` loads every plugin just to list it.
+ * OWNERSHIP: host is host-owned and valid for the life of the process (it may
+ * be kept). The returned descriptor is plugin-owned; see
+ * cairn_plugin_descriptor. */
+typedef const cairn_plugin_descriptor* (*cairn_plugin_entry_fn)(const cairn_host_api* host);
+
+CAIRN_PLUGIN_EXPORT const cairn_plugin_descriptor* cairn_plugin_entry(const cairn_host_api* host);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CAIRN_PLUGIN_H */

@@ -1,0 +1,106 @@
+// The example plugin: the steps of a small order workflow, written with the
+// C++ SDK (cairn/sdk.hpp). Read it top to bottom:
+//
+//   reserve_stock -> charge_payment -> await_payment -> ship
+//                    (transactional)   (waits for an event)
+//   compensations: release_stock (for reserve_stock), refund_payment (for
+//   charge_payment, transactional)
+//
+// Input of a run: {"order_id": "A-1001", "sku": "mug", "quantity": 2,
+//                  "amount_cents": 1800, "schema": "cairn_example"}
+// charge_payment and refund_payment write to <schema>.orders, created by
+// schema.sql. Steps keep no state between calls, so they are reentrant.
+#include <cairn/sdk.hpp>
+#include <string>
+
+namespace {
+
+using cairn::sdk::Json;
+using cairn::sdk::Outcome;
+using cairn::sdk::StepContext;
+
+std::string OrderId(const StepContext& ctx) {
+  std::string id = ctx.input().value("order_id", "");
+  if (id.empty()) throw cairn::sdk::Failure("bad_input", "input.order_id is required", false);
+  return id;
+}
+
+// The schema that holds the orders table. It is spliced into the statement
+// (identifiers cannot be bound parameters), so it must be a plain identifier.
+std::string OrdersTable(const StepContext& ctx) {
+  const std::string schema = ctx.input().value("schema", "cairn_example");
+  bool ok = !schema.empty() && schema.size() <= 63 && !(schema[0] >= '0' && schema[0] <= '9');
+  for (char c : schema) {
+    ok = ok &&
+         ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
+  }
+  if (!ok) throw cairn::sdk::Failure("bad_input", "input.schema is not a valid identifier", false);
+  return "\"" + schema + "\".orders";
+}
+
+// Puts the goods aside. A real shop would call its inventory service here,
+// with the order id as idempotency key: a step may run more than once.
+Outcome ReserveStock(StepContext& ctx) {
+  const std::string sku = ctx.input().value("sku", "");
+  const int quantity = ctx.input().value("quantity", 1);
+  if (sku.empty()) return cairn::sdk::FailPermanent("bad_input", "input.sku is required");
+  if (quantity <= 0) return cairn::sdk::FailPermanent("bad_input", "input.quantity must be > 0");
+  ctx.set("reserved", Json{{"sku", sku}, {"quantity", quantity}});
+  ctx.info("reserved " + std::to_string(quantity) + " x " + sku);
+  return cairn::sdk::Next();
+}
+
+// Records the charge in the same transaction as the step's checkpoint: the
+// row exists exactly when the run has moved past this step.
+Outcome ChargePayment(StepContext& ctx) {
+  const std::string order_id = OrderId(ctx);
+  const int64_t amount_cents = ctx.input().value("amount_cents", int64_t{0});
+  if (amount_cents < 0) return cairn::sdk::FailPermanent("bad_input", "amount_cents < 0");
+  ctx.sql("INSERT INTO " + OrdersTable(ctx) + " (order_id, amount_cents) VALUES ($1, $2)", order_id,
+          amount_cents);
+  ctx.set("charged_cents", amount_cents);
+  return cairn::sdk::Next();
+}
+
+// Parks the run until the payment provider confirms: event
+// payment_confirmed, correlation key payment:<order_id>.
+Outcome AwaitPayment(StepContext& ctx) {
+  const int64_t timeout_ms = ctx.input().value("payment_timeout_ms", int64_t{24 * 3600 * 1000});
+  return cairn::sdk::Wait("payment_confirmed", "payment:" + OrderId(ctx),
+                          std::chrono::milliseconds(timeout_ms));
+}
+
+// Hands the parcel over and finishes the run.
+Outcome Ship(StepContext& ctx) {
+  return cairn::sdk::Complete({{"order_id", OrderId(ctx)},
+                               {"shipped", ctx.context().value("reserved", Json::object())},
+                               {"charged_cents", ctx.context().value("charged_cents", 0)}});
+}
+
+// Compensation of reserve_stock.
+Outcome ReleaseStock(StepContext& ctx) {
+  ctx.erase("reserved");
+  return cairn::sdk::Next();
+}
+
+// Compensation of charge_payment (transactional).
+Outcome RefundPayment(StepContext& ctx) {
+  const Json rows = ctx.sql("UPDATE " + OrdersTable(ctx) +
+                                " SET status = 'refunded', refunded_at = now()"
+                                " WHERE order_id = $1 AND status = 'charged' RETURNING order_id",
+                            OrderId(ctx));
+  ctx.set("refunded", !rows.empty());
+  return cairn::sdk::Next();
+}
+
+}  // namespace
+
+// clang-format off
+CAIRN_PLUGIN("example", "1.0.0",
+             CAIRN_STEP("reserve_stock", ReserveStock),
+             CAIRN_STEP("charge_payment", ChargePayment),
+             CAIRN_STEP("await_payment", AwaitPayment),
+             CAIRN_STEP("ship", Ship),
+             CAIRN_STEP("release_stock", ReleaseStock),
+             CAIRN_STEP("refund_payment", RefundPayment))
+// clang-format on

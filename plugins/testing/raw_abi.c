@@ -1,0 +1,144 @@
+/* Steps written against the raw C ABI that do what the SDK never does, so the
+ * loader test can check how the host treats them: failure returns without
+ * fail(), invalid JSON, unknown result codes, several outcome calls, several
+ * sql_exec buffers. Built into <build>/plugins/fixtures/raw_abi.so. */
+#include <cairn/plugin.h>
+#include <string.h>
+
+static cairn_bytes Bytes(const char* text) {
+  cairn_bytes b;
+  b.data = text;
+  b.len = strlen(text);
+  return b;
+}
+
+static cairn_result RetryWithoutFail(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  (void)u;
+  (void)call;
+  (void)ctx;
+  return CAIRN_RETRY;
+}
+
+static cairn_result ErrorWithoutFail(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  (void)u;
+  (void)call;
+  (void)ctx;
+  return CAIRN_ERROR;
+}
+
+/* complete() with invalid JSON is refused, and the step then fails
+ * permanently even though it returns CAIRN_OK. */
+static cairn_result BadJson(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  (void)u;
+  if (call->host->complete(ctx, Bytes("{not json")) != CAIRN_ERROR) return CAIRN_OK;
+  if (call->host->last_error(ctx)[0] == '\0') return CAIRN_RETRY; /* must say why */
+  return CAIRN_OK;
+}
+
+static cairn_result UnknownResult(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  (void)u;
+  (void)call;
+  (void)ctx;
+  return (cairn_result)7;
+}
+
+/* fail() then CAIRN_OK: the fail() outcome stands (its own retryability). */
+static cairn_result FailThenOk(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  (void)u;
+  call->host->fail(ctx, 0, "declined", "card declined");
+  return CAIRN_OK;
+}
+
+/* Several outcome calls: the last wins; context fields set meanwhile stay. */
+static cairn_result LastWins(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  const cairn_host_api* host = call->host;
+  (void)u;
+  host->set_context(ctx, "a", Bytes("1"));
+  host->jump(ctx, "elsewhere");
+  host->set_context(ctx, "a", Bytes("2"));
+  host->set_context(ctx, "b", Bytes("null"));
+  host->complete(ctx, Bytes("{\"n\":3}"));
+  return CAIRN_OK;
+}
+
+/* Two sql_exec calls: the first buffer must still be intact after the second.
+ * Sets context "first" and "second" to the raw row JSON of each call, and
+ * "nul_terminated" to whether the host's buffers end with a NUL. */
+static cairn_result TwoQueries(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  const cairn_host_api* host = call->host;
+  cairn_bytes first, second;
+  cairn_result r;
+  int terminated;
+  (void)u;
+  r = host->sql_exec(ctx, "SELECT 1 AS one", Bytes("[]"), &first);
+  if (r != CAIRN_OK) {
+    host->fail(ctx, r == CAIRN_RETRY, "sql", host->last_error(ctx));
+    return r;
+  }
+  r = host->sql_exec(ctx, "SELECT $1::int AS two", Bytes("[2]"), &second);
+  if (r != CAIRN_OK) {
+    host->fail(ctx, r == CAIRN_RETRY, "sql", host->last_error(ctx));
+    return r;
+  }
+  terminated = first.data[first.len] == '\0' && second.data[second.len] == '\0' &&
+               call->input.data[call->input.len] == '\0' &&
+               call->context.data[call->context.len] == '\0';
+  host->set_context(ctx, "first", first);
+  host->set_context(ctx, "second", second);
+  host->set_context(ctx, "nul_terminated", Bytes(terminated ? "true" : "false"));
+  return CAIRN_OK;
+}
+
+/* sql_exec after a database error: the second call must be refused too; the
+ * step then claims success, which the host must not believe. */
+static cairn_result IgnoresSqlError(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  const cairn_host_api* host = call->host;
+  cairn_bytes rows;
+  (void)u;
+  if (host->sql_exec(ctx, "INSERT INTO t VALUES (1)", Bytes(""), &rows) != CAIRN_RETRY) {
+    return CAIRN_ERROR;
+  }
+  if (host->sql_exec(ctx, "SELECT 1", Bytes(""), &rows) != CAIRN_RETRY) return CAIRN_ERROR;
+  host->next(ctx);
+  return CAIRN_OK;
+}
+
+/* Host table sanity as seen by a plugin: sizes and versions. */
+static cairn_result CheckHost(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  const cairn_host_api* host = call->host;
+  int ok = host->struct_size >= sizeof(cairn_host_api) && host->abi_major == CAIRN_ABI_MAJOR &&
+           (int64_t)host->abi_minor - (int64_t)CAIRN_ABI_MINOR >= 0 &&
+           call->struct_size >= sizeof(cairn_step_call);
+  (void)u;
+  host->log(ctx, CAIRN_LOG_DEBUG, "check_host");
+  host->set_context(ctx, "host_ok", Bytes(ok ? "true" : "false"));
+  return CAIRN_OK;
+}
+
+static const cairn_step_def kSteps[] = {
+    {"raw_retry_without_fail", RetryWithoutFail, NULL},
+    {"raw_error_without_fail", ErrorWithoutFail, NULL},
+    {"raw_bad_json", BadJson, NULL},
+    {"raw_unknown_result", UnknownResult, NULL},
+    {"raw_fail_then_ok", FailThenOk, NULL},
+    {"raw_last_wins", LastWins, NULL},
+    {"raw_two_queries", TwoQueries, NULL},
+    {"raw_ignores_sql_error", IgnoresSqlError, NULL},
+    {"raw_check_host", CheckHost, NULL},
+};
+
+static const cairn_plugin_descriptor kDescriptor = {
+    sizeof(cairn_plugin_descriptor),
+    CAIRN_ABI_MAJOR,
+    CAIRN_ABI_MINOR,
+    "raw_abi",
+    "1.0.0",
+    kSteps,
+    sizeof kSteps / sizeof kSteps[0],
+    sizeof(cairn_step_def),
+};
+
+CAIRN_PLUGIN_EXPORT const cairn_plugin_descriptor* cairn_plugin_entry(const cairn_host_api* host) {
+  host->log(NULL, CAIRN_LOG_DEBUG, "raw_abi fixture loaded");
+  return &kDescriptor;
+}

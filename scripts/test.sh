@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The test command: on a fresh Debian 12 machine it installs the dependencies,
+# configures and builds cairn into build/, then runs every test with ctest
+# (database tests start their own PostgreSQL 15 servers; set
+# CAIRN_TEST_DATABASE_URL to use an existing server instead). Exits non-zero
+# when anything fails. Works from any directory, as root or not.
+#
+# Knobs: CAIRN_BUILD_DIR (build), CAIRN_BUILD_TYPE (RelWithDebInfo),
+# CAIRN_TEST_JOBS (2), CAIRN_TEST_TIMEOUT seconds per test (600), and any
+# extra arguments are passed to ctest (e.g. scripts/test.sh -L unit).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+build_dir=${CAIRN_BUILD_DIR:-build}
+build_type=${CAIRN_BUILD_TYPE:-RelWithDebInfo}
+test_jobs=${CAIRN_TEST_JOBS:-2}
+test_timeout=${CAIRN_TEST_TIMEOUT:-600}
+build_jobs=$(nproc 2>/dev/null || echo 2)
+
+echo "==> dependencies"
+bash scripts/install-deps.sh
+
+echo "==> configure ($build_dir, $build_type)"
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="$build_type" -DBUILD_TESTING=ON
+
+echo "==> build (-j$build_jobs)"
+cmake --build "$build_dir" --parallel "$build_jobs"
+
+echo "==> test (-j$test_jobs)"
+# Daemon tests start servers and workers of their own: two at a time is
+# plenty on small machines. --no-tests=error: a build that registered no tests
+# is a failure, not a green run.
+ctest --test-dir "$build_dir" --output-on-failure --no-tests=error \
+  --parallel "$test_jobs" --timeout "$test_timeout" "$@"

@@ -1,0 +1,1 @@
+SELECT now() + $1 * interval '1 millisecond'

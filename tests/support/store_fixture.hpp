@@ -1,0 +1,130 @@
+// A PgTest whose schema is migrated and reachable through a
+// cairn::store::Connection, with helpers to create runs quickly and to read
+// the database back through the harness's admin connection.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "migrate.hpp"
+#include "pg_harness.hpp"
+#include "store.hpp"
+
+namespace cairn::test {
+
+class StoreTest : public PgTest {
+ protected:
+  void SetUp() override {
+    PgTest::SetUp();
+    connection_ = Open();
+    store::Migrate(*connection_);
+  }
+
+  void TearDown() override {
+    connection_.reset();
+    PgTest::TearDown();
+  }
+
+  // A new session on the test's schema.
+  std::unique_ptr<store::Connection> Open(const std::string& application_name = "cairn-test") const {
+    store::ConnectionOptions options;
+    options.url = url();
+    options.schema = schema();
+    options.application_name = application_name;
+    return std::make_unique<store::Connection>(options);
+  }
+
+  store::Connection& conn() { return *connection_; }
+
+  // Runs admin SQL in which every {s} stands for the test's quoted schema and
+  // returns the first value of the last result as text ("" for none or NULL).
+  std::string Sql(const std::string& text) const { return RunPsql(InSchema(text)); }
+  int64_t SqlInt(const std::string& text) const { return std::stoll(Sql(text)); }
+  bool SqlBool(const std::string& text) const { return Sql(text) == "t"; }
+
+  std::string InSchema(const std::string& text) const {
+    std::string out;
+    const std::string quoted = "\"" + schema() + "\"";
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (text.compare(i, 3, "{s}") == 0) {
+        out += quoted;
+        i += 2;
+      } else {
+        out += text[i];
+      }
+    }
+    return out;
+  }
+
+  // The value of a run's column as text, by admin SQL.
+  std::string RunColumn(const std::string& run_id, const std::string& column) const {
+    return Sql("SELECT " + column + " FROM {s}.runs WHERE id = '" + run_id + "'");
+  }
+
+  static NewRun MakeRun(std::string workflow = "orders",
+                        std::optional<std::string> key = std::nullopt) {
+    NewRun run;
+    run.workflow = std::move(workflow);
+    run.definition_hash = "hash-1";
+    run.key = std::move(key);
+    run.input = {{"sku", "A-1"}, {"quantity", 2}};
+    run.cursor = "reserve";
+    return run;
+  }
+
+  cairn::Run CreateRun(const NewRun& run) {
+    return conn().Transact([&](store::Tx& tx) { return store::CreateRun(tx, run).run; });
+  }
+
+  cairn::Run CreateRun(std::string workflow = "orders", std::optional<std::string> key = std::nullopt) {
+    return CreateRun(MakeRun(std::move(workflow), std::move(key)));
+  }
+
+  // Commits a checkpoint with the run's current version and returns the new one.
+  int64_t CommitStatus(const std::string& run_id, RunStatus status, Json context = Json::object(),
+                     std::optional<Json> output = std::nullopt) {
+    return conn().Transact([&](store::Tx& tx) {
+      auto run = store::GetRun(tx, run_id);
+      cairn::Checkpoint c;
+      c.run_id = run_id;
+      c.expected_version = run->version;
+      c.context = std::move(context);
+      c.cursor = run->cursor;
+      c.status = status;
+      c.lease_owner = "worker-1";
+      c.output = std::move(output);
+      return store::SaveCheckpoint(tx, c).version;
+    });
+  }
+
+  // A run leased by worker-1 (status running).
+  cairn::Run CreateRunningRun(std::string workflow = "orders") {
+    cairn::Run run = CreateRun(std::move(workflow));
+    CommitStatus(run.id, RunStatus::kRunning);
+    return *conn().Transact([&](store::Tx& tx) { return store::GetRun(tx, run.id); });
+  }
+
+  WaitRecord SaveWait(const std::string& run_id, const std::string& key,
+                      std::optional<int64_t> timeout_ms = std::nullopt) {
+    NewWait wait;
+    wait.correlation_key = key;
+    wait.run_id = run_id;
+    wait.event = "payment";
+    wait.continuation_step = "ship";
+    wait.timeout_step = "refund";
+    wait.timeout_ms = timeout_ms;
+    return conn().Transact([&](store::Tx& tx) { return store::SaveWait(tx, wait); });
+  }
+
+  // Terminates a session from the admin connection and waits until it is gone.
+  static void TerminateBackend(int pid) {
+    RunPsql("SELECT pg_terminate_backend(" + std::to_string(pid) + ", 10000)");
+  }
+
+ private:
+  std::unique_ptr<store::Connection> connection_;
+};
+
+}  // namespace cairn::test
