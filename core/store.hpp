@@ -226,6 +226,12 @@ class WakeListener {
   std::unique_ptr<Impl> impl_;
 };
 
+// How many runs there are in each status.
+std::unordered_map<RunStatus, int64_t> CountRuns(Tx& tx);
+// Drops the connection's schema and everything in it (benchmarks' scratch
+// schemas). There is no undo.
+void DropSchema(Tx& tx);
+
 // Database time plus an offset, as timestamptz text: due times are always
 // computed by the database, never from a worker's clock.
 std::string DatabaseNowPlus(Tx& tx, std::chrono::milliseconds offset);

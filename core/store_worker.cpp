@@ -39,6 +39,16 @@ std::string StartRun(Tx& tx, const StartRequest& r) {
   }
 }
 
+std::unordered_map<RunStatus, int64_t> CountRuns(Tx& tx) {
+  std::unordered_map<RunStatus, int64_t> counts;
+  for (const auto& row : Internal(tx).Exec("count_runs")) {
+    counts[ParseRunStatus(row[0].c_str())] = row[1].as<int64_t>();
+  }
+  return counts;
+}
+
+void DropSchema(Tx& tx) { Internal(tx).work.exec(sql::WithSchema(sql::Query("drop_schema"), tx.impl().session.options.schema)); }
+
 std::string DatabaseNowPlus(Tx& tx, std::chrono::milliseconds offset) {
   return Internal(tx).Exec("now_plus", static_cast<int64_t>(offset.count()))[0][0].c_str();
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "definition.hpp"
 #include "plugin_loader.hpp"
 #include "store.hpp"
 
@@ -53,6 +54,9 @@ po::variables_map Parse(const std::string& command, const std::vector<std::strin
 void AddDaemonConfigOptions(po::options_description& options);
 DaemonConfig LoadDaemonConfig(const po::variables_map& vm);
 void LoadPlugins(const DaemonConfig& config, PluginRegistry& plugins);
+// The configured workflows, checked against the loaded plugin steps.
+DefinitionSet LoadWorkflows(const DaemonConfig& config, const PluginRegistry& plugins);
+store::ConnectionOptions ConnectionFor(const DaemonConfig& config, const std::string& name);
 
 int RunMigrate(const std::vector<std::string>& args);
 int RunVersion(const std::vector<std::string>& args);
@@ -63,5 +67,6 @@ int RunList(const std::vector<std::string>& args);
 int RunHistory(const std::vector<std::string>& args);
 int RunCancel(const std::vector<std::string>& args);
 int RunPlugins(const std::vector<std::string>& args);
+int RunBench(const std::vector<std::string>& args);
 
 }  // namespace cairn::cli

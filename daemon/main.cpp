@@ -19,6 +19,7 @@ const std::vector<Subcommand>& Subcommands() {
       {"history", "a run's audit events", RunHistory},
       {"cancel", "cancel a run and its waits", RunCancel},
       {"plugins", "list the plugins and steps the daemon would load", RunPlugins},
+      {"bench", "measure steps per second against a same-run baseline", RunBench},
       {"version", "print the version", RunVersion},
   };
   return kSubcommands;

@@ -1,8 +1,6 @@
 // Tests of the test harness itself (tests/support): the server answers, every
 // fixture gets its own schema, and TearDown drops it. Runs against the real
 // server, as root in CI (where the server runs as the postgres account).
-#include "pg_harness.hpp"
-
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
 
@@ -12,6 +10,7 @@
 #include <vector>
 
 #include "identifier.hpp"
+#include "pg_harness.hpp"
 
 namespace cairn::test {
 namespace {

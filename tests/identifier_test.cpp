@@ -56,7 +56,9 @@ TEST(IsValidIdentifier, RejectsNonAsciiLetters) {
   EXPECT_FALSE(IsValidIdentifier("cairn\xe2\x80\x8b"));  // zero-width space
 }
 
-TEST(ValidateIdentifier, AcceptsAValidName) { EXPECT_NO_THROW(ValidateIdentifier("schema", "cairn")); }
+TEST(ValidateIdentifier, AcceptsAValidName) {
+  EXPECT_NO_THROW(ValidateIdentifier("schema", "cairn"));
+}
 
 TEST(ValidateIdentifier, ThrowsInvalidArgumentNamingTheValue) {
   try {

@@ -279,10 +279,9 @@ void Run(SpawnSpec spec, const std::string& what) {
     if (errno != EINTR) throw std::runtime_error(ErrnoText("waitpid " + what));
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw std::runtime_error(what + " failed (status " + std::to_string(status) + ")" +
-                             (spec.output_path.empty()
-                                  ? std::string()
-                                  : ":\n" + ReadFile(spec.output_path)));
+    throw std::runtime_error(
+        what + " failed (status " + std::to_string(status) + ")" +
+        (spec.output_path.empty() ? std::string() : ":\n" + ReadFile(spec.output_path)));
   }
 }
 
@@ -359,21 +358,15 @@ void StartWatchdog(ServerState& state) {
 // (worth retrying); otherwise *failure is empty on success.
 bool StartPostmaster(ServerState& state, std::string* failure) {
   SpawnSpec spec;
-  spec.argv = {state.bindir + "/postgres",
-               "-D", state.data_dir,
-               "-p", std::to_string(state.port),
-               "-h", "127.0.0.1",
-               "-k", state.socket_dir,
+  spec.argv = {state.bindir + "/postgres", "-D", state.data_dir, "-p", std::to_string(state.port),
+               "-h", "127.0.0.1", "-k", state.socket_dir,
                // A throwaway cluster: durability is not what is under test here.
-               "-c", "fsync=off",
-               "-c", "full_page_writes=off",
-               "-c", "synchronous_commit=on",
+               "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "synchronous_commit=on",
                // Daemon tests open a connection per executor slot, per worker.
                "-c", "max_connections=200",
                // Keep dynamic shared memory inside the data folder, so nothing
                // is left in /dev/shm and Docker's small /dev/shm is no limit.
-               "-c", "dynamic_shared_memory_type=mmap",
-               "-c", "log_min_messages=warning"};
+               "-c", "dynamic_shared_memory_type=mmap", "-c", "log_min_messages=warning"};
   spec.output_path = state.log_path;
   spec.cwd = state.dir;
   spec.user = &state.user;
@@ -407,8 +400,8 @@ bool StartPostmaster(ServerState& state, std::string* failure) {
     if (::PQping(conninfo.c_str()) == PQPING_OK) return true;
     if (Clock::now() > deadline) {
       *failure = "postgres did not accept connections within " +
-                 std::to_string(kStartTimeout.count()) + "s; server log " + state.log_path +
-                 ":\n" + ReadFile(state.log_path);
+                 std::to_string(kStartTimeout.count()) + "s; server log " + state.log_path + ":\n" +
+                 ReadFile(state.log_path);
       return true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
@@ -466,8 +459,17 @@ void InitDataDir(ServerState& state) {
   }
   SpawnSpec initdb;
   // 1 MB WAL segments instead of 16: the cluster is a third smaller to copy.
-  initdb.argv = {state.bindir + "/initdb", "-D", state.data_dir, "--auth=trust", "-U", "postgres",
-                 "--no-sync", "-E", "UTF8", "--locale=C", "--wal-segsize=1"};
+  initdb.argv = {state.bindir + "/initdb",
+                 "-D",
+                 state.data_dir,
+                 "--auth=trust",
+                 "-U",
+                 "postgres",
+                 "--no-sync",
+                 "-E",
+                 "UTF8",
+                 "--locale=C",
+                 "--wal-segsize=1"};
   initdb.output_path = state.dir + "/initdb.log";
   initdb.cwd = state.dir;
   initdb.user = &state.user;
@@ -495,13 +497,15 @@ std::string StartOwnedServer() {
   // Root's server runs as postgres, which must traverse every parent: /tmp
   // is world-traversable, an arbitrary $TMPDIR may not be.
   std::string base = "/tmp";
-  if (const char* tmp = std::getenv("TMPDIR"); tmp != nullptr && *tmp != '\0' && !user.switch_user) {
+  if (const char* tmp = std::getenv("TMPDIR");
+      tmp != nullptr && *tmp != '\0' && !user.switch_user) {
     base = tmp;
   }
   std::string pattern = base + "/cairn-pg-XXXXXX";
   std::vector<char> buffer(pattern.begin(), pattern.end());
   buffer.push_back('\0');
-  if (::mkdtemp(buffer.data()) == nullptr) throw std::runtime_error(ErrnoText("mkdtemp " + pattern));
+  if (::mkdtemp(buffer.data()) == nullptr)
+    throw std::runtime_error(ErrnoText("mkdtemp " + pattern));
   {
     std::lock_guard lock(StateMutex());
     state.owner_pid = ::getpid();
@@ -595,7 +599,8 @@ bool HarnessOwnsServer() {
 std::string UniqueSchemaName(std::string_view prefix) {
   static std::atomic<unsigned> counter{0};
   static const unsigned salt = std::random_device{}();
-  if (prefix.empty() || !(std::isalpha(static_cast<unsigned char>(prefix[0])) || prefix[0] == '_')) {
+  if (prefix.empty() ||
+      !(std::isalpha(static_cast<unsigned char>(prefix[0])) || prefix[0] == '_')) {
     throw std::invalid_argument("UniqueSchemaName: prefix \"" + std::string(prefix) +
                                 "\" must start with a letter or underscore");
   }
@@ -609,9 +614,9 @@ std::string UniqueSchemaName(std::string_view prefix) {
   }
   // A fresh random part per call too, so names stay unique across processes
   // whose pids were reused against an external server.
-  thread_local std::mt19937 random(salt ^ static_cast<unsigned>(::getpid()) ^
-                                   static_cast<unsigned>(std::hash<std::thread::id>{}(
-                                       std::this_thread::get_id())));
+  thread_local std::mt19937 random(
+      salt ^ static_cast<unsigned>(::getpid()) ^
+      static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())));
   char suffix[64];
   std::snprintf(suffix, sizeof suffix, "_%d_%u_%06x", static_cast<int>(::getpid()),
                 counter.fetch_add(1) + 1, static_cast<unsigned>(random() & 0xffffff));
@@ -632,10 +637,10 @@ std::string RunPsqlAt(const std::string& url, const std::string& sql) {
   std::unique_ptr<PGresult, PgResultCloser> result(::PQexec(conn.get(), sql.c_str()));
   ExecStatusType status = result ? ::PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
   if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
-    throw std::runtime_error("SQL failed: " +
-                             Trimmed(result ? ::PQresultErrorMessage(result.get())
-                                            : ::PQerrorMessage(conn.get())) +
-                             "\n  in: " + sql);
+    throw std::runtime_error(
+        "SQL failed: " +
+        Trimmed(result ? ::PQresultErrorMessage(result.get()) : ::PQerrorMessage(conn.get())) +
+        "\n  in: " + sql);
   }
   if (status != PGRES_TUPLES_OK || ::PQntuples(result.get()) == 0 ||
       ::PQnfields(result.get()) == 0 || ::PQgetisnull(result.get(), 0, 0)) {

@@ -1,0 +1,1 @@
+SELECT status, count(*) FROM {schema}.runs GROUP BY status
