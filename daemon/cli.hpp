@@ -27,7 +27,8 @@ enum ExitCode : int {
 
 namespace po = boost::program_options;
 
-// --database-url, --schema and --config for every subcommand that connects.
+// --database-url, --schema and --config for every subcommand that connects;
+// the connection they name (flags, then environment, then the file).
 void AddDatabaseOptions(po::options_description& options);
 store::ConnectionOptions DatabaseOptions(const po::variables_map& vm,
                                          const std::string& application_name);
@@ -49,8 +50,8 @@ po::variables_map Parse(const std::string& command, const std::vector<std::strin
                         const po::options_description& options,
                         const po::positional_options_description& positional = {});
 
-// --config, --concurrency, --worker-id, --log-level, and the daemon config
-// they produce (file, then environment, then flags).
+// The daemon's own flags (--concurrency, --worker-id, --log-level), and the
+// daemon config all flags produce over the environment and the --config file.
 void AddDaemonConfigOptions(po::options_description& options);
 DaemonConfig LoadDaemonConfig(const po::variables_map& vm);
 void LoadPlugins(const DaemonConfig& config, PluginRegistry& plugins);

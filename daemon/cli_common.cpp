@@ -1,5 +1,4 @@
 // Option parsing shared by all subcommands.
-#include <cstdlib>
 #include <iostream>
 
 #include "cli.hpp"
@@ -10,24 +9,14 @@ void AddDatabaseOptions(po::options_description& options) {
   options.add_options()(
       "database-url", po::value<std::string>(),
       "PostgreSQL connection URI or libpq string (default: $CAIRN_DATABASE_URL)")(
-      "schema", po::value<std::string>(), "schema holding cairn's tables (default: $CAIRN_SCHEMA or cairn)");
+      "schema", po::value<std::string>(),
+      "schema holding cairn's tables (default: $CAIRN_SCHEMA, the config file's, or cairn)")(
+      "config,c", po::value<std::string>(), "daemon YAML configuration file");
 }
 
 store::ConnectionOptions DatabaseOptions(const po::variables_map& vm,
                                          const std::string& application_name) {
-  store::ConnectionOptions options;
-  options.application_name = application_name;
-  if (vm.count("database-url")) {
-    options.url = vm["database-url"].as<std::string>();
-  } else if (const char* env = std::getenv("CAIRN_DATABASE_URL")) {
-    options.url = env;
-  }
-  if (vm.count("schema")) {
-    options.schema = vm["schema"].as<std::string>();
-  } else if (const char* env = std::getenv("CAIRN_SCHEMA")) {
-    options.schema = env;
-  }
-  return options;
+  return ConnectionFor(LoadDaemonConfig(vm), application_name);
 }
 
 po::variables_map Parse(const std::string& command, const std::vector<std::string>& args,

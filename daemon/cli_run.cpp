@@ -34,7 +34,7 @@ void SetUpLogging(const LogConfig& log) {
 }  // namespace
 
 void AddDaemonConfigOptions(po::options_description& options) {
-  options.add_options()("config,c", po::value<std::string>(), "daemon YAML configuration file")(
+  options.add_options()(
       "concurrency", po::value<int>(), "executor slots (overrides worker.concurrency)")(
       "worker-id", po::value<std::string>(), "worker id (overrides worker.id)")(
       "log-level", po::value<std::string>(), "trace, debug, info, warn or error");

@@ -346,6 +346,7 @@ int RunCancel(const std::vector<std::string>& args) {
 
 int RunPlugins(const std::vector<std::string>& args) {
   po::options_description options("cairn plugins: the plugins and steps the daemon would load");
+  AddDatabaseOptions(options);
   AddDaemonConfigOptions(options);
   options.add_options()("json", "print JSON");
   auto vm = Parse("plugins", args, options);
