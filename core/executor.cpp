@@ -267,15 +267,12 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
     } else if (!step.transactional) {
       auto outcome = InvokeWithTimeout(invocation, step.timeout);
       if (!outcome) outcome = TimeoutOutcome(step);
-      StepPlan plan = plan_for(*outcome);
-      try {
+      if (outcome->kind == OutcomeKind::kFail) {
+        failure = *outcome;
+      } else {
+        StepPlan plan = plan_for(*outcome);
         auto committed = connection_->Transact([&](store::Tx& tx) { return commit(tx, plan); });
         return adopt(plan, committed);
-      } catch (const OccConflictError&) {
-        throw;
-      } catch (const Error& e) {
-        if (e.kind() != ErrorKind::kConflict && e.kind() != ErrorKind::kPermanent) throw;
-        failure = FailureOutcome("checkpoint", e.what(), false);
       }
     } else {
       StepPlan plan;

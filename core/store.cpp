@@ -28,6 +28,13 @@ bool IsTransientSqlState(const std::string& state) {
 
 }  // namespace
 
+ErrorKind Classify(const std::string& state) {
+  if (IsTransientSqlState(state)) return ErrorKind::kTransient;
+  // Data exceptions: a malformed id, timestamp or JSON value in the input.
+  if (state.rfind("22", 0) == 0) return ErrorKind::kInvalidArgument;
+  return ErrorKind::kPermanent;
+}
+
 [[noreturn]] void RethrowTranslated(const std::string& operation) {
   try {
     throw;
@@ -43,11 +50,15 @@ bool IsTransientSqlState(const std::string& state) {
     while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) {
       message.pop_back();
     }
-    throw DatabaseError(IsTransientSqlState(state) ? ErrorKind::kTransient : ErrorKind::kPermanent,
-                        operation, state, message);
-  } catch (const std::exception& e) {
+    throw DatabaseError(Classify(state), operation, state, message);
+  } catch (const pqxx::failure& e) {
+    throw DatabaseError(ErrorKind::kPermanent, operation, "", e.what());
+  } catch (const pqxx::usage_error& e) {
+    throw DatabaseError(ErrorKind::kPermanent, operation, "", e.what());
+  } catch (const pqxx::conversion_error& e) {
     throw DatabaseError(ErrorKind::kPermanent, operation, "", e.what());
   }
+  // Anything else (the caller's own exceptions) passes through untouched.
 }
 
 [[noreturn]] void Tx::Impl::RethrowTranslated(const std::string& operation) {

@@ -47,6 +47,11 @@ CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& c) {
 }
 
 CancelResult CancelRun(Tx& tx, const std::string& run_id, const std::string& reason) {
+  // Lock first, then cancel in a statement whose snapshot is taken after the
+  // lock: it sees the waits of a checkpoint that committed while we queued.
+  if (Internal(tx).Exec("lock_run", run_id).empty()) {
+    throw NotFoundError("run " + run_id + " does not exist");
+  }
   pqxx::result rows = Internal(tx).Exec("cancel_run", run_id, reason);
   if (rows.empty()) throw NotFoundError("run " + run_id + " does not exist");
   const pqxx::row& row = rows[0];

@@ -32,9 +32,6 @@ std::string StartRun(Tx& tx, const StartRequest& r) {
         .c_str();
   } catch (const DatabaseError& e) {
     if (e.sqlstate() == "P0002") throw NotFoundError(e.what());
-    if (e.sqlstate() == "22023" || e.sqlstate() == "22007" || e.sqlstate() == "22008") {
-      throw InvalidArgumentError(e.what());
-    }
     throw;
   }
 }
@@ -47,7 +44,10 @@ std::unordered_map<RunStatus, int64_t> CountRuns(Tx& tx) {
   return counts;
 }
 
-void DropSchema(Tx& tx) { Internal(tx).work.exec(sql::WithSchema(sql::Query("drop_schema"), tx.impl().session.options.schema)); }
+void DropSchema(Tx& tx) {
+  auto& t = Internal(tx);
+  t.work.exec(sql::WithSchema(sql::Query("drop_schema"), t.session.options.schema));
+}
 
 std::string DatabaseNowPlus(Tx& tx, std::chrono::milliseconds offset) {
   return Internal(tx).Exec("now_plus", static_cast<int64_t>(offset.count()))[0][0].c_str();

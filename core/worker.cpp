@@ -163,13 +163,16 @@ void Worker::SlotLoop(int slot) {
 void Worker::KeeperLoop() {
   std::unique_ptr<store::Connection> connection;
   const auto renew_every = std::max(std::chrono::milliseconds(50), options_.lease / 3);
+  const auto tick = std::min(renew_every, options_.reaper_interval);
+  auto next_renewal = std::chrono::steady_clock::now();
   auto next_reap = std::chrono::steady_clock::now();
   int failures = 0;
   while (!stop_keeper_.load()) {
     try {
       if (!connection || !connection->IsOpen()) connection = Connect("keeper");
       auto held = leases_.Snapshot();
-      if (!held.empty()) {
+      if (!held.empty() && std::chrono::steady_clock::now() >= next_renewal) {
+        next_renewal = std::chrono::steady_clock::now() + renew_every;
         auto renewed = connection->Transact([&](store::Tx& tx) {
           return store::RenewLeases(tx, options_.worker_id, held, options_.lease);
         });
@@ -192,9 +195,10 @@ void Worker::KeeperLoop() {
     } catch (const std::exception& e) {
       spdlog::warn("lease keeper: {}", e.what());
       connection.reset();
+      ++failures;
     }
     std::unique_lock lock(mutex_);
-    idle_cv_.wait_for(lock, failures ? ReconnectDelay(failures++) : renew_every,
+    idle_cv_.wait_for(lock, failures ? ReconnectDelay(failures) : tick,
                       [&] { return stop_keeper_.load(); });
   }
 }

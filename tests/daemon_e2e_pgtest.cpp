@@ -198,7 +198,9 @@ TEST_F(DaemonE2E, KillNineMidStepLosesNothingAndCommitsNothingTwice) {
 TEST_F(DaemonE2E, ZombieWhoseRunWasTakenOverCannotCommit) {
   Sql("CREATE TABLE {s}.zombie_rows (marker text NOT NULL, attempt int NOT NULL)");
   DaemonOptions options = Options(1);
-  options.lease = "30s";  // no expiry on its own during the test
+  // Renewed every second while the step runs; the keeper (which also reaps)
+  // wakes every lease / 3.
+  options.lease = "3s";
   auto daemon = Daemon(options);
   ASSERT_TRUE(daemon->StartAndWaitReady()) << daemon->Log();
 
@@ -264,7 +266,8 @@ TEST_F(DaemonE2E, RetriesBackOffThenFailTheRunWithTheLastError) {
   ASSERT_EQ(history.exit_code, 0) << history.err;
   std::vector<std::pair<std::string, int>> lifecycle;
   Json failed_value;
-  for (const auto& event : Json::parse(history.out)["events"]) {
+  const Json events = Json::parse(history.out)["events"];
+  for (const auto& event : events) {
     if (event["kind"] == "context") continue;
     lifecycle.emplace_back(event["kind"].get<std::string>(), event["attempt"].get<int>());
     if (event["kind"] == "failed") failed_value = event["value"];

@@ -217,6 +217,29 @@ TEST_F(Migrations, DryRunOnAnEmptyDatabaseCreatesNothing) {
   EXPECT_EQ(after.schema_version, after.latest_version);
 }
 
+TEST_F(Migrations, MixedCaseSchemaMigratesOnceAndIsSeenAsMigrated) {
+  const std::string mixed = "Mixed_" + schema();
+  store::ConnectionOptions options;
+  options.url = url();
+  options.schema = mixed;
+  store::MigrationReport first, second;
+  try {
+    store::Connection connection(options);
+    first = store::Migrate(connection);
+    second = store::Migrate(connection);
+  } catch (...) {
+    RunPsql("DROP SCHEMA IF EXISTS \"" + mixed + "\" CASCADE");
+    throw;
+  }
+  const std::string recorded =
+      RunPsql("SELECT count(*) FROM \"" + mixed + "\".schema_migrations");
+  RunPsql("DROP SCHEMA IF EXISTS \"" + mixed + "\" CASCADE");
+  EXPECT_EQ(first.applied_now.size(), first.migrations.size());
+  EXPECT_TRUE(second.applied_now.empty());
+  EXPECT_EQ(recorded, std::to_string(first.migrations.size()));
+  EXPECT_FALSE(SchemaExists()) << "the lower-case schema was touched";
+}
+
 TEST_F(Migrations, ChangedChecksumIsRefusedNamingTheFile) {
   auto connection = Open();
   store::MigrationReport report = store::Migrate(*connection);

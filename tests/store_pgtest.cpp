@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
+#include <thread>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -91,6 +93,14 @@ TEST_F(StoreRuns, SameKeyInAnotherWorkflowOrNamespaceCreatesANewRun) {
   EXPECT_EQ(std::set<std::string>({a.id, b.id, c.run.id}).size(), 3u);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE run_key = 'k1'"), 3);
   EXPECT_EQ(SqlInt("SELECT count(DISTINCT (namespace, workflow)) FROM {s}.runs"), 3);
+}
+
+TEST_F(StoreRuns, CreateRunWithRunAtIsDueThen) {
+  NewRun later = MakeRun();
+  later.run_at = "2031-01-02 03:04:05+00";
+  cairn::Run run = CreateRun(later);
+  EXPECT_EQ(RunColumn(run.id, "run_at = '2031-01-02 03:04:05+00'"), "t");
+  EXPECT_EQ(RunColumn(run.id, "status"), "ready");
 }
 
 TEST_F(StoreRuns, GetRunReturnsTheStoredRun) {
@@ -326,7 +336,7 @@ TEST_F(StoreCancel, CancelRolledBackWithItsTransactionChangesNothing) {
     store::CancelRun(tx, run.id, "operator");
     throw std::runtime_error("caller failed");
   }),
-               Error);
+               std::runtime_error);
   EXPECT_EQ(RunColumn(run.id, "status"), "running");
   EXPECT_EQ(Sql("SELECT status FROM {s}.wait_records WHERE correlation_key = 'w1'"), "WAITING");
 }
@@ -610,7 +620,7 @@ TEST_F(StoreHistory, AppendEventsCommitsAndRollsBackWithTheCallersTransaction) {
     store::AppendEvents(tx, {Event(run.id, 1), Event(run.id, 2)});
     throw std::runtime_error("step failed after writing");
   }),
-               Error);
+               std::runtime_error);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events"), 0);
   EXPECT_EQ(RunColumn(run.id, "version"), std::to_string(run.version));
   EXPECT_EQ(RunColumn(run.id, "context->>'paid'"), "");
@@ -1196,6 +1206,46 @@ TEST_F(StoreErrors, TerminatedConnectionIsTransient) {
   EXPECT_TRUE(error.transient());
 }
 
+TEST_F(StoreErrors, LockTimeoutIsTransientAndRetried) {
+  cairn::Run run = CreateRunningRun();
+  // A session that gives up waiting for a row lock after 100 ms.
+  store::ConnectionOptions options;
+  options.url = url() + (url().find('?') == std::string::npos ? "?" : "&") +
+                "options=-c%20lock_timeout%3D100";
+  options.schema = schema();
+  store::Connection impatient(options);
+
+  auto holder = Open();
+  std::promise<void> locked, release;
+  std::thread step([&] {
+    try {
+      holder->Transact([&](store::Tx& tx) {
+        store::CancelRun(tx, run.id, "holder");
+        locked.set_value();
+        release.get_future().wait();
+        throw std::runtime_error("roll back");
+      });
+    } catch (const std::exception&) {
+    }
+  });
+  locked.get_future().wait();
+  auto error = Catch<DatabaseError>([&] {
+    impatient.Transact([&](store::Tx& tx) { store::CancelRun(tx, run.id, "impatient"); });
+  });
+  release.set_value();
+  step.join();
+  EXPECT_EQ(error.kind(), ErrorKind::kTransient) << error.what();
+  EXPECT_EQ(error.sqlstate(), "55P03");
+
+  // Once the holder is gone the same call succeeds through RetryTransient.
+  auto result = store::RetryTransient([&] {
+    return impatient.Transact(
+        [&](store::Tx& tx) { return store::CancelRun(tx, run.id, "impatient"); });
+  });
+  EXPECT_EQ(result.outcome, CancelOutcome::kCancelled);
+  EXPECT_EQ(RunColumn(run.id, "cancel_reason"), "impatient");
+}
+
 TEST_F(StoreErrors, ConstraintViolationIsPermanent) {
   NewRun bad = MakeRun("");  // runs_workflow_check
   auto error = Catch<DatabaseError>(
@@ -1219,6 +1269,24 @@ TEST_F(StoreErrors, ConstraintViolationIsPermanent) {
   EXPECT_EQ(second.kind(), ErrorKind::kPermanent);
   EXPECT_EQ(second.sqlstate(), "23514");
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs"), 1);
+}
+
+TEST_F(StoreErrors, MalformedInputIsInvalidArgument) {
+  auto error = Catch<DatabaseError>(
+      [&] { conn().Transact([&](store::Tx& tx) { store::GetRun(tx, "not-a-uuid"); }); });
+  EXPECT_EQ(error.kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(error.sqlstate(), "22P02");
+  EXPECT_THAT(error.what(), HasSubstr("not-a-uuid"));
+}
+
+TEST_F(StoreErrors, CallersOwnExceptionPassesThroughTransact) {
+  struct CallerError {};
+  EXPECT_THROW(conn().Transact([&](store::Tx&) { throw CallerError{}; }), CallerError);
+  EXPECT_THROW(conn().Transact([&](store::Tx&) { throw std::logic_error("mine"); }),
+               std::logic_error);
+  // The session is still usable after the rollbacks.
+  const std::string nil = "00000000-0000-0000-0000-000000000000";
+  EXPECT_FALSE(conn().Transact([&](store::Tx& tx) { return store::GetRun(tx, nil); }));
 }
 
 TEST_F(StoreErrors, RetryTransientRetriesUntilSuccess) {

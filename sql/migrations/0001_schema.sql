@@ -53,7 +53,7 @@ CREATE INDEX runs_due_idx ON {schema}.runs (queue, priority DESC, run_at, id)
 -- The lease reaper scans running rows by expiry.
 CREATE INDEX runs_lease_idx ON {schema}.runs (lease_expires_at)
   WHERE status = 'running';
--- Listing by workflow and status, newest first, with keyset pagination.
+-- Listing by workflow and status in creation order, with keyset pagination.
 CREATE INDEX runs_list_idx ON {schema}.runs (workflow, status, created_at, id);
 CREATE INDEX runs_created_idx ON {schema}.runs (created_at, id);
 -- Retention finds old finished runs without touching live ones.

@@ -193,7 +193,8 @@ DaemonProcess::~DaemonProcess() {
     ::kill(pid_, SIGKILL);
     Reap(true);
   }
-  if (pid_ > 0 && ::testing::Test::HasFailure()) {
+  const char* dump = std::getenv("CAIRN_E2E_DUMP_LOGS");
+  if (pid_ > 0 && (::testing::Test::HasFailure() || (dump != nullptr && *dump != '\0'))) {
     std::fprintf(stderr, "---- log of cairn daemon %s (%s) ----\n%s---- end of log ----\n",
                  options_.worker_id.c_str(), log_path_.c_str(), Log().c_str());
   }

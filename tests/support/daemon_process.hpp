@@ -65,7 +65,8 @@ struct DaemonOptions {
 std::string DaemonConfigYaml(const DaemonOptions& options);
 
 // One `cairn run --config <dir>/cairn.yaml` process. The destructor kills it
-// (SIGKILL) if it still runs, and prints its log when the current test failed.
+// (SIGKILL) if it still runs, and prints its log when the current test failed
+// (or always, when CAIRN_E2E_DUMP_LOGS is set).
 class DaemonProcess {
  public:
   explicit DaemonProcess(DaemonOptions options);
