@@ -158,7 +158,7 @@ ExecutionEnd Executor::Execute(Run claimed, const std::atomic<bool>& stopping) {
 
     // The claim's snapshot may be stale: the run may have moved on between
     // the claim and the lock.
-    auto fresh = connection_->Transact(
+    auto fresh = connection_->Autocommit(
         [&](store::Tx& tx) { return store::GetRun(tx, claimed.id); });
     if (!fresh || fresh->status != RunStatus::kRunning ||
         fresh->lease_owner != options_.worker_id || fresh->version != claimed.version) {
@@ -250,10 +250,16 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
     return result;
   };
   auto commit = [&](store::Tx& tx, const StepPlan& plan) {
-    CheckpointResult committed = store::SaveCheckpoint(tx, plan.checkpoint);
-    store::AppendEvents(tx, plan.events);
+    CheckpointResult committed = store::SaveCheckpoint(tx, plan.checkpoint, plan.events);
     if (plan.wait) store::SaveWait(tx, *plan.wait);
     return committed;
+  };
+  // A plan that is one statement commits without an explicit transaction.
+  auto commit_alone = [&](const StepPlan& plan) {
+    if (plan.wait) {
+      return connection_->Transact([&](store::Tx& tx) { return commit(tx, plan); });
+    }
+    return connection_->Autocommit([&](store::Tx& tx) { return commit(tx, plan); });
   };
   auto plan_for = [&](const StepOutcome& outcome) {
     return PlanStep(run, workflow, step, outcome, JitterSample(), options_.lease);
@@ -271,8 +277,7 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
         failure = *outcome;
       } else {
         StepPlan plan = plan_for(*outcome);
-        auto committed = connection_->Transact([&](store::Tx& tx) { return commit(tx, plan); });
-        return adopt(plan, committed);
+        return adopt(plan, commit_alone(plan));
       }
     } else {
       StepPlan plan;
@@ -310,8 +315,7 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
       failure->error_code + ": " + failure->error_message);
   try {
     StepPlan plan = plan_for(*failure);
-    auto committed = connection_->Transact([&](store::Tx& tx) { return commit(tx, plan); });
-    return adopt(plan, committed);
+    return adopt(plan, commit_alone(plan));
   } catch (const std::exception& e) {
     log(spdlog::level::warn, std::string("recording the failure failed: ") + e.what());
     return {StepResult::End::kLost};

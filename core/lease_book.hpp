@@ -4,6 +4,7 @@
 // Thread-safe: slots and the keeper share one book.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -20,10 +21,12 @@ class LeaseBook {
     std::lock_guard lock(mutex_);
     held_[run_id] = {version, false};
   }
+  // After a committed checkpoint. The fenced commit proves the run is still
+  // ours, even if a renewal that raced it had marked it lost.
   void Update(const std::string& run_id, int64_t version) {
     std::lock_guard lock(mutex_);
     auto it = held_.find(run_id);
-    if (it != held_.end()) it->second.version = version;
+    if (it != held_.end()) it->second = {version, false};
   }
   void Drop(const std::string& run_id) {
     std::lock_guard lock(mutex_);

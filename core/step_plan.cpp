@@ -91,7 +91,7 @@ StepPlan PlanStep(const Run& run, const WorkflowDefinition& workflow, const Step
   cp.lease_ms = lease.count();
   cp.context = run.context;
   cp.cursor = step.name;
-  cp.attempt = 0;
+  cp.attempt = 0;  // attempts used by the step at the cursor; a new step starts afresh
 
   if (outcome.kind == OutcomeKind::kFail) {
     // A failed step's context changes are discarded with its attempt.
@@ -109,7 +109,7 @@ StepPlan PlanStep(const Run& run, const WorkflowDefinition& workflow, const Step
       plan.events.push_back(Lifecycle(run, step.name, attempt, "retried", detail));
     } else {
       cp.status = RunStatus::kFailed;
-      cp.attempt = run.attempt;
+      cp.attempt = attempt;
       plan.events.push_back(Lifecycle(run, step.name, attempt, "failed", detail));
     }
     return plan;

@@ -60,6 +60,21 @@ class Connection {
     }
   }
 
+  // Runs fn outside an explicit transaction: every statement commits on its
+  // own. One statement is atomic by itself and costs one round trip instead
+  // of three (BEGIN, statement, COMMIT).
+  template <class F>
+  auto Autocommit(F&& fn) {
+    using R = std::invoke_result_t<F, Tx&>;
+    if constexpr (std::is_void_v<R>) {
+      ExecuteOutsideTransaction([&](Tx& tx) { fn(tx); });
+    } else {
+      std::optional<R> out;
+      ExecuteOutsideTransaction([&](Tx& tx) { out.emplace(fn(tx)); });
+      return std::move(*out);
+    }
+  }
+
   // The stack lock: a session-level advisory lock on the run, held by this
   // connection. Re-entrant: each successful TryLockStack needs one UnlockStack.
   bool TryLockStack(const std::string& run_id);
@@ -71,7 +86,6 @@ class Connection {
 
  private:
   void TransactImpl(const std::function<void(Tx&)>& fn);
-  // Session-level statements (advisory locks) that must not be undone by a rollback.
   void ExecuteOutsideTransaction(const std::function<void(Tx&)>& fn);
   std::unique_ptr<Impl> impl_;
 };
@@ -103,9 +117,11 @@ class Tx {
 // Runs.
 CreateRunResult CreateRun(Tx& tx, const NewRun& run);
 std::optional<Run> GetRun(Tx& tx, const std::string& run_id);
-// Throws OccConflictError (run id, expected, current) when expected_version is
-// stale and NotFoundError for an unknown run.
-CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& checkpoint);
+// Writes the checkpoint and its audit events in one statement. Throws
+// OccConflictError (run id, expected, current) when expected_version is
+// stale (nothing is written) and NotFoundError for an unknown run.
+CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& checkpoint,
+                                const std::vector<RunEvent>& events = {});
 // Cancels the run and all its live waits in one statement. NotFoundError for
 // an unknown run; a finished run is reported as such and left unchanged.
 CancelResult CancelRun(Tx& tx, const std::string& run_id, const std::string& reason);

@@ -9,6 +9,19 @@ namespace {
 
 constexpr char kCursorSeparator = '|';
 
+// The JSON array append_events() takes.
+std::string EventsJson(const std::vector<RunEvent>& events) {
+  Json batch = Json::array();
+  for (const auto& e : events) {
+    Json row = {{"run_id", e.run_id}, {"attempt", e.attempt}, {"kind", e.kind}};
+    if (e.step) row["step"] = *e.step;
+    if (e.field) row["field"] = *e.field;
+    if (e.value) row["value"] = *e.value;
+    batch.push_back(std::move(row));
+  }
+  return batch.dump();
+}
+
 std::optional<std::string> StatusName(const std::optional<RunStatus>& status) {
   if (!status) return std::nullopt;
   return std::string(ToString(*status));
@@ -30,14 +43,14 @@ std::optional<Run> GetRun(Tx& tx, const std::string& run_id) {
   return DecodeRun(rows[0]);
 }
 
-CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& c) {
+CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& c, const std::vector<RunEvent>& events) {
   auto& t = Internal(tx);
   std::optional<std::string> output;
   if (c.output) output = c.output->dump();
   pqxx::result rows =
       t.Exec("save_checkpoint", c.run_id, c.expected_version, c.context.dump(), c.cursor,
              std::string(ToString(c.status)), c.attempt, c.run_at, c.delay_ms, c.lease_owner,
-             c.lease_ms, output, c.error);
+             c.lease_ms, output, c.error, EventsJson(events));
   if (rows.empty()) {
     pqxx::result current = t.Exec("run_version", c.run_id);
     if (current.empty()) throw NotFoundError("run " + c.run_id + " does not exist");
@@ -103,15 +116,7 @@ RunPage ListRuns(Tx& tx, const RunFilter& filter, int limit,
 
 void AppendEvents(Tx& tx, const std::vector<RunEvent>& events) {
   if (events.empty()) return;
-  Json batch = Json::array();
-  for (const auto& e : events) {
-    Json row = {{"run_id", e.run_id}, {"attempt", e.attempt}, {"kind", e.kind}};
-    if (e.step) row["step"] = *e.step;
-    if (e.field) row["field"] = *e.field;
-    if (e.value) row["value"] = *e.value;
-    batch.push_back(std::move(row));
-  }
-  Internal(tx).Exec("append_events", batch.dump());
+  Internal(tx).Exec("append_events", EventsJson(events));
 }
 
 HistoryPage History(Tx& tx, const std::string& run_id, int64_t after, int limit) {

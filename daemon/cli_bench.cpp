@@ -1,7 +1,7 @@
 // `cairn bench`: measures steps per second of a workflow through a real
 // in-process worker, against a baseline measured in the same run on the same
-// server: bare checkpoint transactions (one OCC update and its audit event
-// each, through the store, with as many connections as slots). The ratio is
+// server: bare checkpoints (one OCC update with its audit event, one
+// statement each, through the store, with as many connections as slots). The ratio is
 // what the engine keeps of the database's own commit rate; machines are
 // noisy, ratios much less so.
 #include <spdlog/spdlog.h>
@@ -53,10 +53,8 @@ double MeasureBaseline(const store::ConnectionOptions& options, const WorkflowDe
           event.run_id = run.id;
           event.kind = "step_committed";
           event.step = workflow.FirstStep();
-          version = connection.Transact([&](store::Tx& tx) {
-            auto committed = store::SaveCheckpoint(tx, checkpoint);
-            store::AppendEvents(tx, {event});
-            return committed.version;
+          version = connection.Autocommit([&](store::Tx& tx) {
+            return store::SaveCheckpoint(tx, checkpoint, {event}).version;
           });
         }
       } catch (const std::exception& e) {

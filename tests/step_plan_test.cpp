@@ -95,7 +95,7 @@ class PlanStepTest : public ::testing::Test {
   }
 
   WorkflowDefinition workflow_ = MakeWorkflow();
-  Run run_ = MakeRun();
+  cairn::Run run_ = MakeRun();
 };
 
 // ---------------------------------------------------------------- next
@@ -137,8 +137,8 @@ TEST_F(PlanStepTest, NextRecordsOneContextEventPerChangedField) {
     changed[*event.field] = *event.value;
   }
   // Unchanged "keep" and never-present "absent" leave no trace.
-  EXPECT_EQ(changed, (std::map<std::string, Json>{
-                         {"change", "new"}, {"drop", nullptr}, {"added", {1, 2}}}));
+  EXPECT_EQ(changed,
+            (std::map<std::string, Json>{{"change", "new"}, {"drop", nullptr}, {"added", {1, 2}}}));
 }
 
 TEST_F(PlanStepTest, NextAtTheLastStepCompletesWithTheContextAsOutput) {
@@ -395,7 +395,7 @@ TEST_F(PlanStepTest, FailureAtMaxAttemptsFailsTheRun) {
 
   EXPECT_EQ(plan.checkpoint.status, RunStatus::kFailed);
   EXPECT_EQ(plan.checkpoint.cursor, std::optional<std::string>("reserve"));
-  EXPECT_EQ(plan.checkpoint.attempt, 2);
+  EXPECT_EQ(plan.checkpoint.attempt, 3);  // the run shows the attempts it used, as its history
   EXPECT_EQ(plan.checkpoint.delay_ms, 0);
   EXPECT_EQ(plan.checkpoint.error, std::optional<std::string>("it went wrong"));
   EXPECT_FALSE(plan.checkpoint.output.has_value());
@@ -413,7 +413,7 @@ TEST_F(PlanStepTest, MaxAttemptsOfOneNeverRetries) {
 TEST_F(PlanStepTest, NonRetryableCodeFailsAtOnce) {
   StepPlan plan = Plan(Failure("card_declined", /*retryable=*/true));
   EXPECT_EQ(plan.checkpoint.status, RunStatus::kFailed);
-  EXPECT_EQ(plan.checkpoint.attempt, 0);
+  EXPECT_EQ(plan.checkpoint.attempt, 1);
   ASSERT_EQ(Kinds(plan), std::vector<std::string>{"failed"});
   EXPECT_EQ((*plan.events[0].value)["code"], "card_declined");
   ExpectEventsOf(plan, run_, "reserve", 1);
@@ -447,7 +447,7 @@ TEST(FailureOutcome, BuildsAFailOutcome) {
 // ---------------------------------------------------------------- MergeContext
 
 TEST(MergeContext, NonObjectUpdatesChangeNothing) {
-  Run run = MakeRun();
+  cairn::Run run = MakeRun();
   std::vector<RunEvent> events;
   EXPECT_EQ(MergeContext(run.context, Json::array({1}), run, "s", 1, events), run.context);
   EXPECT_EQ(MergeContext(run.context, nullptr, run, "s", 1, events), run.context);
@@ -455,7 +455,7 @@ TEST(MergeContext, NonObjectUpdatesChangeNothing) {
 }
 
 TEST(MergeContext, NonObjectContextStartsEmpty) {
-  Run run = MakeRun();
+  cairn::Run run = MakeRun();
   std::vector<RunEvent> events;
   EXPECT_EQ(MergeContext(nullptr, {{"a", 1}}, run, "s", 2, events), (Json{{"a", 1}}));
   ASSERT_EQ(events.size(), 1u);
@@ -467,7 +467,7 @@ TEST(MergeContext, NonObjectContextStartsEmpty) {
 }
 
 TEST(MergeContext, NestedValuesAreReplacedWhole) {
-  Run run = MakeRun();
+  cairn::Run run = MakeRun();
   std::vector<RunEvent> events;
   Json merged =
       MergeContext({{"obj", {{"a", 1}, {"b", 2}}}}, {{"obj", {{"a", 1}}}}, run, "s", 1, events);

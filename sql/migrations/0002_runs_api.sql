@@ -6,6 +6,21 @@
 CREATE FUNCTION {schema}.wake_channel() RETURNS text
 LANGUAGE sql IMMUTABLE AS $$ SELECT left('cairn_wake_' || '{schema_name}', 63) $$;
 
+-- The one place audit events are written: $1 is a JSON array of
+-- {run_id, step, attempt, kind, field, value}, inserted in one statement.
+CREATE FUNCTION {schema}.append_events(p_events jsonb) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  inserted integer;
+BEGIN
+  INSERT INTO {schema}.run_events (run_id, step, attempt, kind, field, value)
+  SELECT e.run_id, e.step, coalesce(e.attempt, 0), e.kind, e.field, e.value
+  FROM jsonb_to_recordset(p_events)
+    AS e(run_id uuid, step text, attempt integer, kind text, field text, value jsonb);
+  GET DIAGNOSTICS inserted = ROW_COUNT;
+  RETURN inserted;
+END $$;
+
 -- The one place a run is inserted. With a key, a second call returns the
 -- existing run and created = false.
 CREATE FUNCTION {schema}.create_run(

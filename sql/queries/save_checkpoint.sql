@@ -1,6 +1,9 @@
--- The OCC write of a step. $2 is the version the writer read; a stale one
--- matches no row. A cancelled run keeps its status, lease-free and finished,
+-- The OCC write of a step and its audit events ($13, a JSON array), in one
+-- statement so that a step without other writes commits in one round trip.
+-- $2 is the version the writer read; a stale one matches no row and writes
+-- no event. A cancelled run keeps its status, lease-free and finished,
 -- whatever the checkpoint asks for.
+WITH updated AS (
 UPDATE {schema}.runs r SET
   context = $3::jsonb,
   cursor = $4,
@@ -22,3 +25,5 @@ UPDATE {schema}.runs r SET
                      THEN now() END
 WHERE r.id = $1::uuid AND r.version = $2
 RETURNING r.version, r.status
+)
+SELECT u.version, u.status, {schema}.append_events($13::jsonb) FROM updated u
