@@ -252,7 +252,8 @@ DaemonConfig ParseConfig(const YAML::Node& root, const std::string& source, cons
   if (!root.IsDefined() || root.IsNull()) return c;  // an empty file: all defaults
   yaml::LineMap lines;
   yaml::CheckMap(root, source, "",
-                 {"database", "worker", "plugins", "workflows", "log", "metrics", "maintenance"});
+                 {"database", "worker", "plugins", "workflows", "log", "metrics", "maintenance",
+                  "schedules"});
   if (auto v = yaml::Get(root, "database", "", lines); v.IsDefined()) {
     ParseDatabase(v, source, base, c, lines);
   }
@@ -294,6 +295,10 @@ DaemonConfig ParseConfig(const YAML::Node& root, const std::string& source, cons
     if (auto r = yaml::Get(v, "retention", "maintenance", lines); r.IsDefined()) {
       c.maintenance.retention = yaml::ReadDuration(r, source, "maintenance.retention");
     }
+  }
+  if (auto v = yaml::Get(root, "schedules", "", lines); v.IsDefined()) {
+    c.schedules = ParseSchedules(v, source, lines);
+    c.schedules_declared = true;
   }
   CheckConfig(c, [&](const std::string& path, const std::string& problem) {
     throw ConfigError(source, lines.Find(path), path, problem);

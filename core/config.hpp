@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "schedule_config.hpp"
 #include "yaml_limits.hpp"
 
 namespace cairn {
@@ -71,6 +72,10 @@ struct DaemonConfig {
   LogConfig log;
   MetricsConfig metrics;
   MaintenanceConfig maintenance;
+  // The `schedules:` section; declared = the key is present (even empty), so
+  // the daemon makes the schedules table match it.
+  std::vector<ScheduleDefinition> schedules;
+  bool schedules_declared = false;
   std::string source;  // the config file, "" for defaults only
 
   int EffectivePoolSize() const;    // pool_size, or concurrency + 2

@@ -59,6 +59,10 @@ void ValidateDefinition(const WorkflowDefinition& d, const FailFn& fail) {
       if (s.compensate->empty()) fail(p + ".compensate", "must name a plugin step, not be empty");
       CheckName(fail, p + ".compensate", *s.compensate);
     }
+    if (s.on_wait_timeout && !d.FindStep(*s.on_wait_timeout)) {
+      fail(p + ".on_wait_timeout",
+           "names " + Quoted(*s.on_wait_timeout) + ", which is not a step of this workflow");
+    }
     const RetryPolicy& r = s.retry;
     const std::string rp = p + ".retry";
     if (r.max_attempts < 1) fail(rp + ".max_attempts", "must be an integer >= 1");
@@ -124,7 +128,8 @@ RetryPolicy ParseRetry(const YAML::Node& node, const std::string& source, const 
 StepDefinition ParseStep(const YAML::Node& node, const std::string& source,
                          const std::string& path, LineMap& lines) {
   yaml::CheckMap(node, source, path,
-                 {"name", "run", "timeout", "transactional", "compensate", "retry"});
+                 {"name", "run", "timeout", "transactional", "compensate", "on_wait_timeout",
+                  "retry"});
   StepDefinition s;
   s.name = yaml::ReadString(Require(node, "name", source, path, lines), source,
                             yaml::Join(path, "name"), false);
@@ -144,6 +149,9 @@ StepDefinition ParseStep(const YAML::Node& node, const std::string& source,
       yaml::Fail(source, v, p, "must name a plugin step, not be empty");
     }
     s.compensate = v.Scalar();
+  }
+  if (auto v = Get(node, "on_wait_timeout", path, lines); v.IsDefined()) {
+    s.on_wait_timeout = yaml::ReadString(v, source, yaml::Join(path, "on_wait_timeout"), false);
   }
   if (auto v = Get(node, "retry", path, lines); v.IsDefined()) {
     s.retry = ParseRetry(v, source, yaml::Join(path, "retry"), lines);
@@ -376,6 +384,8 @@ nlohmann::json ToJson(const WorkflowDefinition& d) {
         {"timeout_ms", s.timeout.count()},
         {"transactional", s.transactional},
         {"compensate", s.compensate ? nlohmann::json(*s.compensate) : nlohmann::json(nullptr)},
+        {"on_wait_timeout",
+         s.on_wait_timeout ? nlohmann::json(*s.on_wait_timeout) : nlohmann::json(nullptr)},
         {"retry",
          {{"max_attempts", r.max_attempts},
           {"initial_backoff_ms", r.initial_backoff.count()},
@@ -432,7 +442,8 @@ WorkflowDefinition DefinitionFromJson(const nlohmann::json& j, const std::string
     const std::string p = "steps[" + std::to_string(i) + "]";
     const nlohmann::json& sj = steps[i];
     CheckJsonKeys(sj, source, p,
-                  {"name", "run", "timeout_ms", "transactional", "compensate", "retry"});
+                  {"name", "run", "timeout_ms", "transactional", "compensate", "on_wait_timeout",
+                   "retry"});
     StepDefinition s;
     s.source = source;
     s.name = JsonGet<std::string>(sj, "name", source, p);
@@ -441,6 +452,9 @@ WorkflowDefinition DefinitionFromJson(const nlohmann::json& j, const std::string
     s.transactional = JsonGet<bool>(sj, "transactional", source, p);
     if (const auto c = JsonGet<nlohmann::json>(sj, "compensate", source, p); !c.is_null()) {
       s.compensate = JsonGet<std::string>(sj, "compensate", source, p);
+    }
+    if (const auto t = JsonGet<nlohmann::json>(sj, "on_wait_timeout", source, p); !t.is_null()) {
+      s.on_wait_timeout = JsonGet<std::string>(sj, "on_wait_timeout", source, p);
     }
     const std::string rp = p + ".retry";
     const auto rj = JsonGet<nlohmann::json>(sj, "retry", source, p);

@@ -44,6 +44,9 @@ struct StepDefinition {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   bool transactional = false;
   std::optional<std::string> compensate;  // a plugin step run when unwinding
+  // When this step waits and the wait expires: continue at this step of the
+  // workflow. Absent: an expired wait fails the run.
+  std::optional<std::string> on_wait_timeout;
   RetryPolicy retry;
   std::string source;  // "file:line" where it was declared; not hashed
 };

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "metrics.hpp"
 #include "step_plan.hpp"
 
 namespace cairn {
@@ -114,6 +115,7 @@ struct RollBackStep {
 
 struct Executor::StepResult {
   enum class End { kContinue, kParked, kLost } end = End::kParked;
+  std::string_view outcome = kStepLost;  // the cairn_steps_total outcome label
 };
 
 Executor::Executor(store::ConnectionOptions connection_options, const DefinitionSet& definitions,
@@ -159,19 +161,21 @@ ExecutionEnd Executor::Execute(Run claimed, const std::atomic<bool>& stopping) {
     // The claim's snapshot may be stale: the run may have moved on between
     // the claim and the lock.
     auto fresh = connection_->Autocommit(
-        [&](store::Tx& tx) { return store::GetRun(tx, claimed.id); });
-    if (!fresh || fresh->status != RunStatus::kRunning ||
-        fresh->lease_owner != options_.worker_id || fresh->version != claimed.version) {
+        [&](store::Tx& tx) { return store::LoadRunForExecution(tx, claimed.id); });
+    if (!fresh || fresh->run.status != RunStatus::kRunning ||
+        fresh->run.lease_owner != options_.worker_id || fresh->run.version != claimed.version) {
       spdlog::info("run {}: changed after the claim, leaving it", claimed.id);
       return ExecutionEnd::kLost;
     }
-    leases_.Hold(fresh->id, fresh->version);
+    leases_.Hold(fresh->run.id, fresh->run.version);
     struct Drop {
       LeaseBook& leases;
       const std::string& run_id;
       ~Drop() { leases.Drop(run_id); }
     } drop{leases_, claimed.id};
-    return ExecuteLocked(*fresh, stopping);
+    resume_ = std::move(fresh->resume);
+    resumed_ = std::nullopt;
+    return ExecuteLocked(fresh->run, stopping);
   } catch (const std::exception& e) {
     spdlog::error("run {}: {}", claimed.id, e.what());
     return ExecutionEnd::kLost;
@@ -193,28 +197,51 @@ ExecutionEnd Executor::ExecuteLocked(Run& run, const std::atomic<bool>& stopping
     }
     if (leases_.Lost(run.id)) return ExecutionEnd::kLost;
     const std::string cursor = run.cursor.value_or(workflow->FirstStep());
+    if (resume_) {
+      // The signal's payload joins the context under the event's name; it
+      // commits with the first step that runs after the wait.
+      Resumed resumed;
+      resumed.correlation_key = resume_->correlation_key;
+      resumed.claimant = resume_->claimant;
+      run.context = MergeContext(run.context, Json{{resume_->event, resume_->payload}}, run,
+                                 cursor, run.attempt + 1, resumed.events);
+      RunEvent event;
+      event.run_id = run.id;
+      event.step = cursor;
+      event.attempt = run.attempt + 1;
+      event.kind = "resumed";
+      event.value = Json{{"event", resume_->event}, {"key", resume_->correlation_key}};
+      resumed.events.insert(resumed.events.begin(), std::move(event));
+      resumed_ = std::move(resumed);
+      resume_.reset();
+    }
     const StepDefinition* step = workflow->FindStep(cursor);
     if (!step) {
       // Cannot happen for a run pinned to its definition; fail it visibly.
-      StepDefinition unknown;
-      unknown.name = cursor;
-      unknown.retry.max_attempts = 1;
-      StepOutcome failure = FailureOutcome(
-          "unknown_step", "the run's cursor names step \"" + cursor + "\", which workflow " +
-                              workflow->name + " v" + std::to_string(workflow->version) +
-                              " does not have",
-          false);
       StepPlan plan;
       plan.checkpoint.run_id = run.id;
       plan.checkpoint.expected_version = run.version;
       plan.checkpoint.context = run.context;
       plan.checkpoint.cursor = cursor;
       plan.checkpoint.status = RunStatus::kFailed;
-      plan.checkpoint.error = failure.error_message;
-      connection_->Transact([&](store::Tx& tx) { store::SaveCheckpoint(tx, plan.checkpoint); });
+      plan.checkpoint.error = "the run's cursor names step \"" + cursor + "\", which workflow " +
+                              workflow->name + " v" + std::to_string(workflow->version) +
+                              " does not have";
+      RunEvent failed;
+      failed.run_id = run.id;
+      failed.step = cursor;
+      failed.kind = "failed";
+      failed.value = Json{{"error", *plan.checkpoint.error}, {"code", "unknown_step"}};
+      connection_->Autocommit(
+          [&](store::Tx& tx) { store::SaveCheckpoint(tx, plan.checkpoint, {failed}); });
       return ExecutionEnd::kParked;
     }
+    const auto step_started = std::chrono::steady_clock::now();
     StepResult result = RunStep(run, *workflow, *step);
+    if (options_.metrics) {
+      options_.metrics->StepEnded(workflow->name, step->name, result.outcome,
+                                  std::chrono::steady_clock::now() - step_started, run.status);
+    }
     if (result.end == StepResult::End::kLost) return ExecutionEnd::kLost;
     if (result.end == StepResult::End::kParked) return ExecutionEnd::kParked;
   }
@@ -236,8 +263,11 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
   invocation->call.step = step.name;
   invocation->call.attempt = run.attempt + 1;
 
+  std::optional<store::Resume> early;  // a signal found in the inbox, taken up by adopt
   // Applies a committed plan to the slot's copy of the run.
   auto adopt = [&](const StepPlan& plan, const CheckpointResult& committed) {
+    resumed_.reset();  // its wait is RESUMED and its events are history now
+    if (early) resume_ = std::move(early);
     run.version = committed.version;
     run.context = plan.checkpoint.context;
     run.cursor = plan.checkpoint.cursor;
@@ -245,18 +275,34 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
     run.status = committed.status;
     leases_.Update(run.id, run.version);
     StepResult result;
+    result.outcome = StepOutcomeLabel(plan.events);
     result.end = run.status == RunStatus::kRunning ? StepResult::End::kContinue
                                                    : StepResult::End::kParked;
     return result;
   };
-  auto commit = [&](store::Tx& tx, const StepPlan& plan) {
-    CheckpointResult committed = store::SaveCheckpoint(tx, plan.checkpoint, plan.events);
-    if (plan.wait) store::SaveWait(tx, *plan.wait);
-    return committed;
+  // Writes the plan; a wait whose signal already arrived (the inbox) turns
+  // the plan into "continue at once", resuming on this slot.
+  auto commit = [&](store::Tx& tx, StepPlan& plan) {
+    early.reset();
+    if (plan.wait) {
+      WaitRecord wait = store::SaveWait(tx, *plan.wait);
+      if (wait.status == WaitStatus::kResuming) {
+        plan.checkpoint.status = RunStatus::kRunning;
+        early = store::Resume{wait.correlation_key, wait.event,
+                              wait.payload.value_or(Json::object()), wait.claimant.value_or("")};
+      }
+    }
+    std::vector<RunEvent> events;
+    if (resumed_) {
+      events = resumed_->events;
+      store::CompleteWait(tx, resumed_->correlation_key, resumed_->claimant);
+    }
+    events.insert(events.end(), plan.events.begin(), plan.events.end());
+    return store::SaveCheckpoint(tx, plan.checkpoint, events);
   };
   // A plan that is one statement commits without an explicit transaction.
-  auto commit_alone = [&](const StepPlan& plan) {
-    if (plan.wait) {
+  auto commit_alone = [&](StepPlan& plan) {
+    if (plan.wait || resumed_) {
       return connection_->Transact([&](store::Tx& tx) { return commit(tx, plan); });
     }
     return connection_->Autocommit([&](store::Tx& tx) { return commit(tx, plan); });

@@ -18,12 +18,15 @@
 
 namespace cairn {
 
+class Metrics;
+
 struct ExecutorOptions {
   std::string worker_id;
   std::chrono::milliseconds lease{30000};
   // When another session holds the stack lock, the run is handed back and
   // becomes due again after this.
   std::chrono::milliseconds stack_busy_delay{1000};
+  Metrics* metrics = nullptr;  // null: record nothing
 };
 
 enum class ExecutionEnd {
@@ -51,6 +54,16 @@ class Executor {
   ExecutionEnd ExecuteLocked(Run& run, const std::atomic<bool>& stopping);
   StepResult RunStep(Run& run, const WorkflowDefinition& workflow, const StepDefinition& step);
   bool Release(const Run& run, std::chrono::milliseconds delay);
+
+  // A wait the run resumes from, claimed by a signal: merged into the context
+  // before the next step, then carried by that step's commit (resumed_).
+  struct Resumed {
+    std::string correlation_key;
+    std::string claimant;
+    std::vector<RunEvent> events;
+  };
+  std::optional<store::Resume> resume_;
+  std::optional<Resumed> resumed_;
 
   std::unique_ptr<store::Connection> connection_;
   const DefinitionSet& definitions_;

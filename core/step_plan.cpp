@@ -163,6 +163,7 @@ StepPlan PlanStep(const Run& run, const WorkflowDefinition& workflow, const Step
       wait.run_id = run.id;
       wait.event = outcome.wait_event.empty() ? outcome.wait_key : outcome.wait_event;
       wait.continuation_step = *next_step;
+      wait.timeout_step = step.on_wait_timeout;
       wait.timeout_ms = outcome.wait_timeout_ms;
       plan.wait = wait;
       plan.events.push_back(Lifecycle(run, step.name, attempt, "waiting",

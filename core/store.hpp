@@ -136,6 +136,8 @@ HistoryPage History(Tx& tx, const std::string& run_id, int64_t after = 0,
                     int limit = kMaxHistoryPage);
 
 // Wait records.
+// Creates the wait; when a signal for its key waited in the inbox, the record
+// comes back RESUMING with that payload (the run should continue, not park).
 WaitRecord SaveWait(Tx& tx, const NewWait& wait);
 std::optional<WaitRecord> GetWait(Tx& tx, const std::string& correlation_key);
 std::vector<WaitRecord> WaitsOfRun(Tx& tx, const std::string& run_id);
@@ -148,6 +150,47 @@ WaitRecord ClaimWait(Tx& tx, const std::string& correlation_key, const std::stri
 WaitRecord CompleteWait(Tx& tx, const std::string& correlation_key, const std::string& claimant);
 // WAITING or RESUMING -> CANCELLED. False when the wait had already finished.
 bool CancelWait(Tx& tx, const std::string& correlation_key);
+
+// Signals. Delivery is a compare-and-swap on the wait record, serialised
+// with wait creation per key, so a signal resumes its run exactly once.
+enum class SignalOutcome {
+  kDelivered,         // the run resumes at the continuation step
+  kAlreadyDelivered,  // a duplicate: nothing changed
+  kExpired,           // the wait timed out: nothing changed
+  kCancelled,         // the wait was cancelled with its run: nothing changed
+  kStored,            // no wait with this key yet: kept in the inbox
+};
+std::string_view ToString(SignalOutcome outcome);
+SignalOutcome Signal(Tx& tx, const std::string& correlation_key, const Json& payload,
+                     std::chrono::milliseconds inbox_retention = std::chrono::hours(24));
+// Expires waits whose timeout passed: their runs continue at the step's
+// timeout step, or fail. Returns how many.
+int64_t ExpireWaits(Tx& tx, int limit = 1000);
+// Drops inbox signals nobody waited for within their retention.
+int64_t CleanupInbox(Tx& tx, int limit = 1000);
+
+enum class RetryOutcome { kRetried, kNotFailed };
+struct RetryResult {
+  RetryOutcome outcome = RetryOutcome::kRetried;
+  RunStatus status = RunStatus::kReady;  // for kNotFailed: the status the run has
+};
+// Restarts a failed run at its failed step with a fresh attempt budget.
+// NotFoundError for an unknown run.
+RetryResult RetryRun(Tx& tx, const std::string& run_id);
+
+// What a slot needs to execute a run: the run and, when a signal claimed its
+// wait, the wait it resumes from.
+struct Resume {
+  std::string correlation_key;
+  std::string event;
+  Json payload;
+  std::string claimant;
+};
+struct RunForExecution {
+  Run run;
+  std::optional<Resume> resume;
+};
+std::optional<RunForExecution> LoadRunForExecution(Tx& tx, const std::string& run_id);
 
 // Idempotency store.
 IdempotencyClaim ClaimIdempotencyKey(Tx& tx, const std::string& key, const std::string& owner,

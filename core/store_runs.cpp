@@ -60,25 +60,15 @@ CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& c, const std::vector<R
 }
 
 CancelResult CancelRun(Tx& tx, const std::string& run_id, const std::string& reason) {
-  // Lock first, then cancel in a statement whose snapshot is taken after the
-  // lock: it sees the waits of a checkpoint that committed while we queued.
-  if (Internal(tx).Exec("lock_run", run_id).empty()) {
-    throw NotFoundError("run " + run_id + " does not exist");
-  }
-  pqxx::result rows = Internal(tx).Exec("cancel_run", run_id, reason);
-  if (rows.empty()) throw NotFoundError("run " + run_id + " does not exist");
-  const pqxx::row& row = rows[0];
+  const pqxx::row row = Internal(tx).Exec("cancel_run", run_id, reason)[0];
+  const std::string_view outcome = row["outcome"].c_str();
+  if (outcome == "unknown") throw NotFoundError("run " + run_id + " does not exist");
   CancelResult result;
-  if (row["cancelled_version"].is_null()) {
-    result.outcome = CancelOutcome::kAlreadyFinished;
-    result.status = ParseRunStatus(row["previous_status"].c_str());
-    result.version = row["previous_version"].as<int64_t>();
-  } else {
-    result.outcome = CancelOutcome::kCancelled;
-    result.status = RunStatus::kCancelled;
-    result.version = row["cancelled_version"].as<int64_t>();
-    result.waits_cancelled = row["waits_cancelled"].as<int>();
-  }
+  result.outcome =
+      outcome == "cancelled" ? CancelOutcome::kCancelled : CancelOutcome::kAlreadyFinished;
+  result.status = ParseRunStatus(row["run_status"].c_str());
+  result.version = row["run_version"].as<int64_t>();
+  result.waits_cancelled = row["waits_cancelled"].as<int>();
   return result;
 }
 

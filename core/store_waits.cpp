@@ -15,9 +15,9 @@ std::optional<std::string> DumpOptional(const std::optional<Json>& value) {
 WaitRecord SaveWait(Tx& tx, const NewWait& wait) {
   if (wait.correlation_key.empty()) throw InvalidArgumentError("wait correlation key is empty");
   try {
-    return DecodeWait(Internal(tx).Exec("save_wait", wait.correlation_key, wait.run_id,
-                                        wait.event, wait.continuation_step, wait.timeout_step,
-                                        wait.timeout_ms)[0]);
+    Internal(tx).Exec("create_wait", wait.correlation_key, wait.run_id, wait.event,
+                      wait.continuation_step, wait.timeout_step, wait.timeout_ms);
+    return *GetWait(tx, wait.correlation_key);
   } catch (const DatabaseError& e) {
     if (e.sqlstate() == "23505") {
       throw Error(ErrorKind::kConflict,

@@ -6,6 +6,8 @@
 
 #include <climits>
 
+#include "metrics.hpp"
+
 namespace cairn {
 
 namespace {
@@ -55,6 +57,7 @@ void Worker::Start() {
   }
   if (options_.listen) listener_ = std::thread([this] { ListenLoop(); });
   poller_ = std::thread([this] { PollLoop(); });
+  if (options_.metrics) options_.metrics->SetSlots(0, options_.concurrency);
   spdlog::info("worker {} started: queues [{}], {} slots, {} definitions", options_.worker_id,
                fmt::join(options_.queues, ", "), options_.concurrency, served_hashes_.size());
 }
@@ -84,6 +87,10 @@ void Worker::PollLoop() {
           return store::ClaimRuns(tx, options_.queues, served_hashes_, want, options_.worker_id,
                                   options_.lease);
         });
+        if (options_.metrics) {
+          options_.metrics->PollerReachedDatabase();
+          for (const auto& run : runs) options_.metrics->RunsClaimed(run.queue);
+        }
         if (!runs.empty()) {
           {
             std::lock_guard lock(mutex_);
@@ -101,6 +108,7 @@ void Worker::PollLoop() {
         if (next_due) wait = std::min(wait, std::chrono::milliseconds(std::max<int64_t>(*next_due, 1)));
       }
       failures = 0;
+      if (options_.metrics) options_.metrics->PollerReachedDatabase();
     } catch (const std::exception& e) {
       spdlog::warn("poller: {}", e.what());
       connection.reset();
@@ -119,6 +127,7 @@ void Worker::SlotLoop(int slot) {
   std::unique_ptr<Executor> executor;
   int failures = 0;
   ExecutorOptions executor_options{options_.worker_id, options_.lease};
+  executor_options.metrics = options_.metrics;
   while (true) {
     Run run;
     {
@@ -128,6 +137,7 @@ void Worker::SlotLoop(int slot) {
       run = std::move(queue_.front());
       queue_.pop_front();
       ++busy_;
+      if (options_.metrics) options_.metrics->SetSlots(busy_, options_.concurrency - busy_);
     }
     ExecutionEnd end = ExecutionEnd::kLost;
     try {
@@ -154,6 +164,7 @@ void Worker::SlotLoop(int slot) {
     {
       std::lock_guard lock(mutex_);
       --busy_;
+      if (options_.metrics) options_.metrics->SetSlots(busy_, options_.concurrency - busy_);
     }
     poller_cv_.notify_all();
     idle_cv_.notify_all();
@@ -180,12 +191,15 @@ void Worker::KeeperLoop() {
       }
       if (std::chrono::steady_clock::now() >= next_reap) {
         next_reap = std::chrono::steady_clock::now() + options_.reaper_interval;
-        auto reaped = connection->Transact([&](store::Tx& tx) {
+        auto [reaped, expired] = connection->Transact([&](store::Tx& tx) {
           store::HeartbeatWorker(tx, options_.worker_id);
-          return store::ReapExpiredLeases(tx);
+          store::CleanupInbox(tx);
+          return std::make_pair(store::ReapExpiredLeases(tx), store::ExpireWaits(tx));
         });
+        if (expired > 0) spdlog::info("waits: {} expired, their runs took the timeout path", expired);
         if (reaped > 0) {
           spdlog::info("reaper: {} runs with expired leases are ready again", reaped);
+          if (options_.metrics) options_.metrics->LeasesReaped(reaped);
           std::lock_guard stats_lock(stats_mutex_);
           stats_.reaped += reaped;
           Wake();

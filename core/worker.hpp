@@ -23,6 +23,8 @@
 
 namespace cairn {
 
+class Metrics;
+
 struct WorkerOptions {
   store::ConnectionOptions connection;
   std::string worker_id;
@@ -34,6 +36,7 @@ struct WorkerOptions {
   std::chrono::milliseconds reaper_interval{5000};
   std::chrono::milliseconds shutdown_grace{30000};
   bool listen = true;
+  Metrics* metrics = nullptr;  // null: record nothing
 };
 
 struct WorkerStats {

@@ -69,5 +69,8 @@ int RunHistory(const std::vector<std::string>& args);
 int RunCancel(const std::vector<std::string>& args);
 int RunPlugins(const std::vector<std::string>& args);
 int RunBench(const std::vector<std::string>& args);
+int RunSchedules(const std::vector<std::string>& args);
+int RunSignal(const std::vector<std::string>& args);
+int RunRetry(const std::vector<std::string>& args);
 
 }  // namespace cairn::cli

@@ -6,12 +6,16 @@
 #include <systemd/sd-daemon.h>
 
 #include <iostream>
+#include <memory>
 #include <thread>
 
 #include "cli.hpp"
 #include "config.hpp"
 #include "definition.hpp"
+#include "metrics.hpp"
+#include "metrics_server.hpp"
 #include "plugin_loader.hpp"
+#include "schedules.hpp"
 #include "worker.hpp"
 
 namespace cairn::cli {
@@ -112,8 +116,28 @@ int RunDaemon(const std::vector<std::string>& args) {
   spdlog::info("cairn {} starting: database {} schema {}, {} plugins, {} workflows", CAIRN_VERSION,
                RedactDatabaseUrl(config.database.url), config.database.schema,
                plugins.List().size(), definitions.size());
+  // Metrics listen before the worker claims anything: a bad metrics.listen
+  // is a start-up error, not a daemon that already holds runs.
+  std::unique_ptr<Metrics> metrics;
+  std::unique_ptr<MetricsServer> metrics_server;
+  if (!config.metrics.listen.empty()) {
+    metrics = std::make_unique<Metrics>(config.worker.poll_interval);
+    worker_options.metrics = metrics.get();
+    metrics_server = std::make_unique<MetricsServer>(MetricsServerOptions{config.metrics.listen},
+                                                     *metrics);
+    metrics_server->Start();
+  }
+  // Recurring schedules: the declared list is synced before any claim (a
+  // config without `schedules:` leaves the table alone); every daemon fires
+  // due ticks, each tick exactly once across the fleet.
+  ScheduleServiceOptions schedule_options;
+  schedule_options.connection = ConnectionFor(config, "cairn run");
+  schedule_options.interval = config.worker.poll_interval;
+  ScheduleService schedules(schedule_options);
+  if (config.schedules_declared) schedules.Sync(config.schedules);
   Worker worker(worker_options, definitions, plugins);
   worker.Start();
+  schedules.Start();
   sd_notify(0, "READY=1\nSTATUS=claiming work");
 
   uint64_t watchdog_usec = 0;
@@ -132,6 +156,7 @@ int RunDaemon(const std::vector<std::string>& args) {
       try {
         DaemonConfig reloaded = LoadDaemonConfig(vm);
         ApplyLogLevel(reloaded.log.level);
+        if (reloaded.schedules_declared) schedules.Sync(reloaded.schedules);
         spdlog::info("SIGHUP: log level is now {}", reloaded.log.level);
       } catch (const std::exception& e) {
         spdlog::error("SIGHUP: configuration not reloaded: {}", e.what());
@@ -144,6 +169,8 @@ int RunDaemon(const std::vector<std::string>& args) {
   spdlog::info("stopping: no new claims; steps in flight finish within {} ms",
                worker_options.shutdown_grace.count());
   sd_notify(0, "STOPPING=1\nSTATUS=draining");
+  schedules.Stop();
+  if (metrics) metrics->MarkStopping();  // /healthz says 503 while draining
   std::atomic<bool> stopped{false};
   bool clean = true;
   std::thread stopper([&] {
@@ -161,6 +188,7 @@ int RunDaemon(const std::vector<std::string>& args) {
     }
   }
   stopper.join();
+  if (metrics_server) metrics_server->Stop();
   spdlog::shutdown();
   if (!clean) {
     // Steps still running belong to detached threads: leave without running

@@ -324,23 +324,75 @@ int RunCancel(const std::vector<std::string>& args) {
   const std::string id = vm["run"].as<std::string>();
   ValidateRunId(id);
   auto connection = Connect(vm, "cancel");
-  auto result = connection.Transact([&](store::Tx& tx) {
-    auto result = store::CancelRun(tx, id, vm["reason"].as<std::string>());
-    if (result.outcome == CancelOutcome::kCancelled) {
-      RunEvent event;
-      event.run_id = id;
-      event.kind = "cancelled";
-      event.value = Json{{"reason", vm["reason"].as<std::string>()}};
-      store::AppendEvents(tx, {event});
-    }
-    return result;
-  });
+  auto result = connection.Transact(
+      [&](store::Tx& tx) { return store::CancelRun(tx, id, vm["reason"].as<std::string>()); });
   if (result.outcome == CancelOutcome::kAlreadyFinished) {
     std::cout << "run " << id << " had already finished (" << ToString(result.status)
               << "); nothing changed\n";
     return kExitAlreadyDone;
   }
   std::cout << "run " << id << " cancelled (" << result.waits_cancelled << " waits cancelled)\n";
+  return kExitOk;
+}
+
+int RunSignal(const std::vector<std::string>& args) {
+  po::options_description options(
+      "cairn signal KEY: deliver an event payload to the wait with this correlation key");
+  AddDatabaseOptions(options);
+  options.add_options()("key", po::value<std::string>()->required(), "correlation key")(
+      "payload", po::value<std::string>()->default_value("{}"), "event payload, JSON")(
+      "inbox-retention", po::value<std::string>()->default_value("24h"),
+      "how long a signal for a wait that does not exist yet is kept");
+  po::positional_options_description positional;
+  positional.add("key", 1);
+  auto vm = Parse("signal", args, options, positional);
+  const std::string key = vm["key"].as<std::string>();
+  Json payload = ParsePayload("--payload", vm["payload"].as<std::string>());
+  auto retention = ParseDuration(vm["inbox-retention"].as<std::string>());
+  auto connection = Connect(vm, "signal");
+  auto outcome = connection.Transact(
+      [&](store::Tx& tx) { return store::Signal(tx, key, payload, retention); });
+  switch (outcome) {
+    case store::SignalOutcome::kDelivered:
+      std::cout << "delivered: the run waiting on " << key << " resumes\n";
+      return kExitOk;
+    case store::SignalOutcome::kAlreadyDelivered:
+      std::cout << "already delivered: " << key << " was signalled before; nothing changed\n";
+      return kExitAlreadyDone;
+    case store::SignalOutcome::kExpired:
+      std::cerr << "cairn signal: the wait on " << key << " expired; nothing changed\n";
+      return kExitExpired;
+    case store::SignalOutcome::kCancelled:
+      std::cerr << "cairn signal: the wait on " << key
+                << " was cancelled with its run; nothing changed\n";
+      return kExitConflict;
+    case store::SignalOutcome::kStored:
+      std::cerr << "cairn signal: no wait with key " << key << " yet; the signal is kept for "
+                << vm["inbox-retention"].as<std::string>()
+                << " and resumes the run that waits on it\n";
+      return kExitNotFound;
+  }
+  return kExitFailure;
+}
+
+int RunRetry(const std::vector<std::string>& args) {
+  po::options_description options(
+      "cairn retry RUN: restart a failed run at its failed step, checkpoint intact");
+  AddDatabaseOptions(options);
+  options.add_options()("run", po::value<std::string>()->required(), "run id");
+  po::positional_options_description positional;
+  positional.add("run", 1);
+  auto vm = Parse("retry", args, options, positional);
+  const std::string id = vm["run"].as<std::string>();
+  ValidateRunId(id);
+  auto connection = Connect(vm, "retry");
+  auto result = connection.Transact([&](store::Tx& tx) { return store::RetryRun(tx, id); });
+  if (result.outcome == store::RetryOutcome::kNotFailed) {
+    std::cerr << "cairn retry: run " << id << " is " << ToString(result.status)
+              << ", not failed; nothing changed\n";
+    return kExitConflict;
+  }
+  std::cout << "run " << id << " is ready again at its failed step\n";
   return kExitOk;
 }
 

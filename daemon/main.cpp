@@ -17,9 +17,12 @@ const std::vector<Subcommand>& Subcommands() {
       {"show", "show one run: checkpoint, status, open waits", RunShow},
       {"list", "list runs with filters; --stranded, --repin", RunList},
       {"history", "a run's audit events", RunHistory},
+      {"signal", "deliver an event payload to a waiting run", RunSignal},
       {"cancel", "cancel a run and its waits", RunCancel},
+      {"retry", "restart a failed run at its failed step", RunRetry},
       {"plugins", "list the plugins and steps the daemon would load", RunPlugins},
       {"bench", "measure steps per second against a same-run baseline", RunBench},
+      {"schedules", "list recurring schedules and their next fire times", RunSchedules},
       {"version", "print the version", RunVersion},
   };
   return kSubcommands;

@@ -1,0 +1,74 @@
+// Store operations for signals, wait expiry, operator retries, and loading a
+// run together with the wait it resumes from.
+#include "store_internal.hpp"
+
+namespace cairn::store {
+
+namespace {
+
+constexpr std::pair<SignalOutcome, std::string_view> kSignalOutcomes[] = {
+    {SignalOutcome::kDelivered, "delivered"},
+    {SignalOutcome::kAlreadyDelivered, "already_delivered"},
+    {SignalOutcome::kExpired, "expired"},
+    {SignalOutcome::kCancelled, "cancelled"},
+    {SignalOutcome::kStored, "stored"},
+};
+
+}  // namespace
+
+std::string_view ToString(SignalOutcome outcome) {
+  for (const auto& [value, name] : kSignalOutcomes) {
+    if (value == outcome) return name;
+  }
+  return "unknown";
+}
+
+SignalOutcome Signal(Tx& tx, const std::string& correlation_key, const Json& payload,
+                     std::chrono::milliseconds inbox_retention) {
+  if (correlation_key.empty()) throw InvalidArgumentError("the signal's correlation key is empty");
+  const std::string outcome =
+      Internal(tx)
+          .Exec("signal", correlation_key, payload.dump(),
+                static_cast<int64_t>(inbox_retention.count()))[0][0]
+          .c_str();
+  for (const auto& [value, name] : kSignalOutcomes) {
+    if (name == outcome) return value;
+  }
+  throw DatabaseError(ErrorKind::kPermanent, "signal", "", "unexpected outcome " + outcome);
+}
+
+int64_t ExpireWaits(Tx& tx, int limit) {
+  return static_cast<int64_t>(Internal(tx).Exec("expire_waits", limit).size());
+}
+
+int64_t CleanupInbox(Tx& tx, int limit) {
+  return static_cast<int64_t>(Internal(tx).Exec("cleanup_inbox", limit).size());
+}
+
+RetryResult RetryRun(Tx& tx, const std::string& run_id) {
+  const pqxx::row row = Internal(tx).Exec("retry_run", run_id)[0];
+  const std::string_view outcome = row["outcome"].c_str();
+  if (outcome == "unknown") throw NotFoundError("run " + run_id + " does not exist");
+  RetryResult result;
+  result.outcome = outcome == "retried" ? RetryOutcome::kRetried : RetryOutcome::kNotFailed;
+  result.status = ParseRunStatus(row["run_status"].c_str());
+  return result;
+}
+
+std::optional<RunForExecution> LoadRunForExecution(Tx& tx, const std::string& run_id) {
+  pqxx::result rows = Internal(tx).Exec("load_run_for_execution", run_id);
+  if (rows.empty()) return std::nullopt;
+  const pqxx::row& row = rows[0];
+  RunForExecution loaded{DecodeRun(row), std::nullopt};
+  if (!row["resume_key"].is_null()) {
+    Resume resume;
+    resume.correlation_key = row["resume_key"].c_str();
+    resume.event = row["resume_event"].c_str();
+    resume.payload = JsonField(row["resume_payload"]);
+    resume.claimant = OptionalText(row["resume_claimant"]).value_or("");
+    loaded.resume = std::move(resume);
+  }
+  return loaded;
+}
+
+}  // namespace cairn::store

@@ -1,0 +1,71 @@
+// `cairn schedules`: the recurring schedules in the database with their next
+// and last fire times (database state, in UTC). A table for people, --json
+// for scripts.
+#include <iostream>
+
+#include "cli.hpp"
+#include "store_schedules.hpp"
+
+namespace cairn::cli {
+
+int RunSchedules(const std::vector<std::string>& args) {
+  po::options_description options("cairn schedules: recurring schedules and their next fire times");
+  AddDatabaseOptions(options);
+  options.add_options()("json", "print a JSON array");
+  auto vm = Parse("schedules", args, options);
+  store::Connection connection(DatabaseOptions(vm, "cairn schedules"));
+  const auto schedules =
+      connection.Transact([](store::Tx& tx) { return store::ListSchedules(tx); });
+
+  auto optional = [](const std::optional<std::string>& v) -> Json {
+    return v ? Json(*v) : Json(nullptr);
+  };
+  if (vm.count("json")) {
+    Json out = Json::array();
+    for (const auto& s : schedules) {
+      out.push_back({{"name", s.name},
+                     {"workflow", s.workflow},
+                     {"cron", s.cron},
+                     {"timezone", s.timezone},
+                     {"queue", s.queue.empty() ? Json(nullptr) : Json(s.queue)},
+                     {"input", s.input},
+                     {"missed", s.missed_policy},
+                     {"catch_up_limit", s.catch_up_limit},
+                     {"enabled", s.enabled},
+                     {"next_fire_at", s.enabled ? optional(s.next_fire_at) : Json(nullptr)},
+                     {"last_fire_at", optional(s.last_fire_at)}});
+    }
+    std::cout << out.dump() << "\n";
+    return kExitOk;
+  }
+  if (schedules.empty()) {
+    std::cout << "no schedules\n";
+    return kExitOk;
+  }
+  const std::vector<std::string> header{"NAME", "WORKFLOW", "CRON (UTC)", "MISSED",
+                                        "NEXT FIRE",  "LAST FIRE"};
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : schedules) {
+    std::string missed = s.missed_policy;
+    if (s.missed_policy == "catch_up") missed += "(" + std::to_string(s.catch_up_limit) + ")";
+    std::string next = !s.enabled ? "disabled" : s.next_fire_at.value_or("parked");
+    rows.push_back({s.name, s.workflow, s.cron, missed, next, s.last_fire_at.value_or("-")});
+  }
+  std::vector<size_t> widths(header.size());
+  for (size_t c = 0; c < header.size(); ++c) widths[c] = header[c].size();
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  auto print = [&](const std::vector<std::string>& row) {
+    for (size_t c = 0; c < row.size(); ++c) {
+      std::cout << row[c];
+      if (c + 1 < row.size()) std::cout << std::string(widths[c] - row[c].size() + 2, ' ');
+    }
+    std::cout << "\n";
+  };
+  print(header);
+  for (const auto& row : rows) print(row);
+  return kExitOk;
+}
+
+}  // namespace cairn::cli

@@ -1,0 +1,1 @@
+SELECT * FROM {schema}.retry_run($1::uuid)

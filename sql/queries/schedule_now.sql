@@ -1,0 +1,1 @@
+SELECT floor(extract(epoch FROM now()))::bigint
