@@ -298,11 +298,13 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
       store::CompleteWait(tx, resumed_->correlation_key, resumed_->claimant);
     }
     events.insert(events.end(), plan.events.begin(), plan.events.end());
-    return store::SaveCheckpoint(tx, plan.checkpoint, events);
+    CheckpointResult committed = store::SaveCheckpoint(tx, plan.checkpoint, events);
+    for (const auto& [key, payload] : plan.signals) store::Signal(tx, key, payload);
+    return committed;
   };
   // A plan that is one statement commits without an explicit transaction.
   auto commit_alone = [&](StepPlan& plan) {
-    if (plan.wait || resumed_) {
+    if (plan.wait || resumed_ || !plan.signals.empty()) {
       return connection_->Transact([&](store::Tx& tx) { return commit(tx, plan); });
     }
     return connection_->Autocommit([&](store::Tx& tx) { return commit(tx, plan); });

@@ -193,11 +193,15 @@ std::optional<std::string> RefusalOf(std::string_view sql) {
 
 // ---- The host function table ------------------------------------------------
 
+// The last outcome call wins; context updates and signals made along the
+// way are kept whatever the outcome (a failure drops them later, in one place).
 void ChooseOutcome(cairn_step_ctx* ctx, OutcomeKind kind) {
   Json updates = std::move(ctx->outcome.context_updates);
+  auto signals = std::move(ctx->outcome.signals);
   ctx->outcome = StepOutcome{};
   ctx->outcome.kind = kind;
   ctx->outcome.context_updates = std::move(updates);
+  ctx->outcome.signals = std::move(signals);
 }
 
 // A call no correct plugin makes: remembered (the step will fail
@@ -417,6 +421,23 @@ cairn_result HostSqlExec(cairn_step_ctx* ctx, const char* sql, cairn_bytes param
   }
 }
 
+cairn_result HostSignal(cairn_step_ctx* ctx, const char* key, cairn_bytes payload_json) {
+  if (ctx == nullptr) return CAIRN_ERROR;
+  try {
+    ctx->last_error.clear();
+    if (key == nullptr || *key == '\0') return PluginMistake(ctx, "signal: empty correlation key");
+    std::optional<Json> payload = ParseJson(payload_json, /*empty_is_null=*/true);
+    if (!payload) return PluginMistake(ctx, "signal: the payload is not valid JSON");
+    if (payload->is_null()) payload = Json::object();
+    ctx->outcome.signals.emplace_back(key, std::move(*payload));
+    return CAIRN_OK;
+  } catch (const std::exception& e) {
+    return PluginMistake(ctx, std::string("signal: ") + e.what());
+  } catch (...) {
+    return CAIRN_ERROR;
+  }
+}
+
 const char* HostLastError(cairn_step_ctx* ctx) {
   return ctx == nullptr ? "" : ctx->last_error.c_str();
 }
@@ -437,6 +458,7 @@ const cairn_host_api kHostApi = {
     .fail = &HostFail,
     .sql_exec = &HostSqlExec,
     .last_error = &HostLastError,
+    .signal = &HostSignal,
 };
 
 // ---- The adapter ------------------------------------------------------------

@@ -31,6 +31,9 @@ struct StepOutcome {
   bool retryable = true;          // kFail
   std::string error_code;         // kFail: matched against non-retryable codes
   std::string error_message;      // kFail
+  // Signals to other runs (correlation key, payload), sent in the step's
+  // commit; dropped when the step fails.
+  std::vector<std::pair<std::string, Json>> signals;
 };
 
 // Lets a transactional step run parameterized SQL inside the checkpoint's

@@ -118,6 +118,10 @@ StepPlan PlanStep(const Run& run, const WorkflowDefinition& workflow, const Step
   cp.context = MergeContext(run.context, outcome.context_updates, run, step.name, attempt,
                             plan.events);
   plan.events.push_back(Lifecycle(run, step.name, attempt, "step_committed"));
+  plan.signals = outcome.signals;
+  for (const auto& [key, payload] : outcome.signals) {
+    plan.events.push_back(Lifecycle(run, step.name, attempt, "signal_sent", Json{{"key", key}}));
+  }
 
   auto complete = [&](Json output) {
     cp.status = RunStatus::kCompleted;

@@ -17,6 +17,7 @@ struct StepPlan {
   Checkpoint checkpoint;
   std::vector<RunEvent> events;
   std::optional<NewWait> wait;
+  std::vector<std::pair<std::string, Json>> signals;  // sent in the same commit
 };
 
 // run is the state before the step; jitter_sample is uniform in [0, 1) and

@@ -52,7 +52,7 @@ extern "C" {
  * plugins bumps the major; an append to a struct or to the host table bumps
  * the minor. */
 #define CAIRN_ABI_MAJOR 1
-#define CAIRN_ABI_MINOR 0
+#define CAIRN_ABI_MINOR 1
 
 /* The one symbol a plugin exports. */
 #define CAIRN_PLUGIN_ENTRY_SYMBOL "cairn_plugin_entry"
@@ -254,7 +254,18 @@ typedef struct cairn_host_api {
    * return of the step function, whichever is first. */
   const char* (*last_error)(cairn_step_ctx* ctx);
 
-  /* ABI 1.1 and later append functions here. */
+  /* ---- ABI 1.1 ---- */
+
+  /* Signals another run: delivers payload_json (a JSON value; len 0 means {})
+   * to the wait with correlation key `key`, in the same transaction that
+   * commits this step, so the signal is sent exactly when the step's outcome
+   * commits (and not at all if the step fails). Delivery follows cairn
+   * signal's rules: a duplicate changes nothing, a key nobody waits on yet is
+   * kept in the inbox. Check struct_size before calling: a 1.0 host lacks it.
+   * OWNERSHIP: key and payload_json are plugin-owned; the host copies them. */
+  cairn_result (*signal)(cairn_step_ctx* ctx, const char* key, cairn_bytes payload_json);
+
+  /* ABI 1.2 and later append functions here. */
 } cairn_host_api;
 
 /* The entry point every plugin exports (name: CAIRN_PLUGIN_ENTRY_SYMBOL).

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
+#include <cstddef>
 #include <string>
 #include <utility>
 
@@ -210,6 +211,18 @@ class StepContext {
 
   // Removes context field `key`.
   void erase(const std::string& key) { set(key, nullptr); }
+
+  // Signals the run waiting on correlation key `key` with `payload`, when
+  // this step commits (never if it fails).
+  void signal(const std::string& key, const Json& payload = Json::object()) {
+    if (host()->struct_size < offsetof(cairn_host_api, signal) + sizeof(host()->signal)) {
+      throw Failure("plugin_error", "the host is older than ABI 1.1 and cannot signal", false);
+    }
+    const std::string text = payload.dump();
+    if (host()->signal(ctx_, key.c_str(), cairn_bytes{text.data(), text.size()}) != CAIRN_OK) {
+      throw Failure("plugin_error", host()->last_error(ctx_), false);
+    }
+  }
 
   // Runs one parameterized statement in the step transaction (transactional
   // steps only) and returns its rows as a JSON array of objects:

@@ -143,6 +143,18 @@ Outcome CompleteWith(StepContext& ctx) {
 }
 
 // Completes with what the step saw, to check what the host passes.
+// Signals the run waiting on input.signal_key with input.signal_payload, in
+// this step's commit; fails afterwards when input.fail_after_signal is true
+// (the signal must then not be sent).
+Outcome SendSignal(StepContext& ctx) {
+  ctx.signal(ctx.input().value("signal_key", ""),
+             ctx.input().value("signal_payload", Json::object()));
+  if (ctx.input().value("fail_after_signal", false)) {
+    return cairn::sdk::FailPermanent("after_signal", "failed after signalling");
+  }
+  return cairn::sdk::Next();
+}
+
 Outcome Echo(StepContext& ctx) {
   ctx.info("echo");
   return cairn::sdk::Complete({{"run_id", ctx.run_id()},
@@ -172,5 +184,6 @@ CAIRN_PLUGIN("test_steps", "1.0.0",
              CAIRN_STEP("wait_for", WaitFor),
              CAIRN_STEP("sleep_for", SleepFor),
              CAIRN_STEP("complete_with", CompleteWith),
+             CAIRN_STEP("send_signal", SendSignal),
              CAIRN_STEP("echo", Echo))
 // clang-format on
