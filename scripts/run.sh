@@ -47,40 +47,63 @@ for _ in $(seq 100); do
 done
 "$cairn" plugins --config config/local.yaml
 
-echo "==> starting runs"
+echo "==> starting order runs"
 suffix=$(date +%s)
-ids=()
-for n in 1 2 3; do
-  input=$(printf '{"order_id":"A-%s-%s","sku":"mug","quantity":%s,"amount_cents":%s}' \
-    "$suffix" "$n" "$n" $((n * 900)))
-  ids+=("$("$cairn" start order --input "$input" --key "order-A-$suffix-$n")")
-done
-bad=$("$cairn" start order --input '{"order_id":"A-'"$suffix"'-bad","sku":"","quantity":1}')
-ids+=("$bad")
-for _ in $(seq 20); do
-  "$cairn" start noop3 >/dev/null
-done
+order() {  # order N [extra JSON fields]
+  local input
+  input=$(printf '{"order_id":"A-%s-%s","sku":"mug","quantity":%s,"amount_cents":%s%s}' \
+    "$suffix" "$1" "$1" $(($1 * 900)) "${2:-}")
+  "$cairn" start order --input "$input" --key "order-A-$suffix-$1"
+}
+paid=$(order 1)
+early=$(order 2)
+echo "==> order 2's payment is confirmed before the run even waits for it"
+"$cairn" signal "payment:A-$suffix-2" --payload '{"provider_ref":"ch_2"}' ||
+  echo "(exit $?: kept in the inbox until the run waits on it)"
+late=$(order 3 ',"payment_timeout_ms":1500')
+dropped=$(order 4)
+bad=$("$cairn" start order --input '{"order_id":"A-'"$suffix"'-5","sku":"","quantity":1}')
+for _ in $(seq 20); do "$cairn" start noop3 >/dev/null; done
+
+wait_for_status() {  # wait_for_status RUN STATUS...
+  local run=$1 status
+  shift
+  for _ in $(seq 100); do
+    status=$("$cairn" show "$run" --json | sed -E 's/.*"status":"([a-z_]+)".*/\1/')
+    for want in "$@"; do [ "$status" = "$want" ] && return 0; done
+    sleep 0.1
+  done
+  echo "run $run is $status, expected $*" >&2
+  return 1
+}
+
+echo "==> the payment provider confirms order 1; order 4 is cancelled while it waits"
+wait_for_status "$paid" waiting
+"$cairn" signal "payment:A-$suffix-1" --payload '{"provider_ref":"ch_1"}'
+"$cairn" signal "payment:A-$suffix-1" --payload '{"provider_ref":"ch_1"}' || echo "(exit $?: a duplicate changes nothing)"
+wait_for_status "$dropped" waiting
+"$cairn" cancel "$dropped" --reason "customer changed their mind"
+echo "==> order 3 gets no payment and times out"
+wait_for_status "$late" failed
+"$cairn" signal "payment:A-$suffix-3" || echo "(exit $?: the wait expired)"
 
 echo "==> waiting for the runs to settle"
-for _ in $(seq 100); do
-  busy=$(psql "$CAIRN_DATABASE_URL" -tAc \
-    "SELECT count(*) FROM cairn.runs WHERE status IN ('ready', 'running')")
-  [ "$busy" = "0" ] && break
-  sleep 0.2
-done
+wait_for_status "$paid" completed
+wait_for_status "$early" completed
 
 echo "==> runs"
-"$cairn" list
+"$cairn" list --created-after "$(date -u -d "@$((suffix - 1))" '+%Y-%m-%d %H:%M:%S+00')"
 echo
-echo "==> history of order run ${ids[0]}"
-"$cairn" history "${ids[0]}"
+echo "==> history of order run $paid"
+"$cairn" history "$paid"
 echo
-echo "==> the rejected order ${bad}"
+echo "==> order 3 (timed out) and order 5 (rejected input)"
+"$cairn" show "$late" | grep -E '^(status|error) '
 "$cairn" show "$bad" | grep -E '^(status|error|cursor) '
 echo
 echo "==> orders charged in the same transaction as their checkpoints"
 psql "$CAIRN_DATABASE_URL" -c \
-  "SELECT order_id, amount_cents, status FROM cairn_example.orders ORDER BY charged_at DESC LIMIT 3"
+  "SELECT order_id, amount_cents, status FROM cairn_example.orders ORDER BY charged_at DESC LIMIT 4"
 if $keep; then
   echo "daemon pid $daemon (log .data/cairn.log); CAIRN_DATABASE_URL=$CAIRN_DATABASE_URL"
 fi
