@@ -31,9 +31,8 @@ struct FieldSpec {
 
 constexpr std::array<std::string_view, 13> kMonthNames{
     "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC", ""};
-constexpr std::array<std::string_view, 13> kWeekdayNames{"SUN", "MON", "TUE", "WED", "THU",
-                                                         "FRI", "SAT", "",    "",    "",
-                                                         "",    "",    ""};
+constexpr std::array<std::string_view, 13> kWeekdayNames{
+    "SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT", "", "", "", "", "", ""};
 
 const FieldSpec kMinute{"minute", 0, 59, nullptr, 0};
 const FieldSpec kHour{"hour", 0, 23, nullptr, 0};
@@ -64,9 +63,8 @@ class FieldParser {
     size_t start = 0;
     while (true) {
       const size_t comma = text_.find(',', start);
-      const std::string_view item =
-          text_.substr(start, comma == std::string_view::npos ? std::string_view::npos
-                                                              : comma - start);
+      const std::string_view item = text_.substr(
+          start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
       ParseItem(item, set);
       if (comma == std::string_view::npos) break;
       start = comma + 1;
@@ -182,7 +180,8 @@ CronSchedule CronSchedule::Parse(std::string_view expression) {
   auto fail = [&](const std::string& problem) -> void {
     throw InvalidArgumentError("cron expression \"" + original + "\": " + problem);
   };
-  if (fields.empty()) fail("is empty (expected 5 fields: minute hour day-of-month month day-of-week)");
+  if (fields.empty())
+    fail("is empty (expected 5 fields: minute hour day-of-month month day-of-week)");
   std::string_view body = expression;
   if (fields.size() == 1 && fields[0][0] == '@') {
     body = Macro(fields[0]);

@@ -259,8 +259,8 @@ F& Registry::Add(std::unique_ptr<F> family) {
 
 CounterFamily& Registry::AddCounter(std::string name, std::string help,
                                     std::vector<std::string> label_names) {
-  return Add(std::make_unique<CounterFamily>(std::move(name), std::move(help),
-                                             std::move(label_names)));
+  return Add(
+      std::make_unique<CounterFamily>(std::move(name), std::move(help), std::move(label_names)));
 }
 
 GaugeFamily& Registry::AddGauge(std::string name, std::string help,
@@ -324,12 +324,12 @@ Metrics::Metrics(std::chrono::milliseconds poll_interval)
           "cairn_step_duration_seconds",
           "Time from the start of a step attempt to its checkpoint (or its end when lost).",
           {"workflow", "step"}, StepDurationBuckets())),
-      runs_finished_(registry_.AddCounter(
-          "cairn_runs_finished_total", "Runs this worker saw reach a final status, by status.",
-          {"workflow", "status"})),
-      leases_reaped_(registry_.AddCounter(
-          "cairn_leases_reaped_total",
-          "Runs whose expired lease this worker's reaper made ready again.")),
+      runs_finished_(registry_.AddCounter("cairn_runs_finished_total",
+                                          "Runs this worker saw reach a final status, by status.",
+                                          {"workflow", "status"})),
+      leases_reaped_(
+          registry_.AddCounter("cairn_leases_reaped_total",
+                               "Runs whose expired lease this worker's reaper made ready again.")),
       executor_slots_(registry_.AddGauge("cairn_executor_slots",
                                          "Executor slots of this worker, by state: busy or idle.",
                                          {"state"})),
@@ -381,7 +381,8 @@ std::string Metrics::HealthDetail() const {
   const int64_t last = last_contact_.load();
   if (last == 0) return "unhealthy: the poller has not reached the database yet";
   if (Healthy()) return "ok";
-  const auto ago = std::chrono::steady_clock::duration(Ticks(std::chrono::steady_clock::now()) - last);
+  const auto ago =
+      std::chrono::steady_clock::duration(Ticks(std::chrono::steady_clock::now()) - last);
   return "unhealthy: the poller last reached the database " +
          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(ago).count()) +
          " ms ago";

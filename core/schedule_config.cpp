@@ -25,7 +25,8 @@ Json ToJsonValue(const YAML::Node& node, const std::string& source, const std::s
     case YAML::NodeType::Sequence: {
       Json out = Json::array();
       std::size_t i = 0;
-      for (const auto& item : node) out.push_back(ToJsonValue(item, source, yaml::Index(path, i++)));
+      for (const auto& item : node)
+        out.push_back(ToJsonValue(item, source, yaml::Index(path, i++)));
       return out;
     }
     case YAML::NodeType::Map: {
@@ -33,7 +34,8 @@ Json ToJsonValue(const YAML::Node& node, const std::string& source, const std::s
       for (const auto& entry : node) {
         if (!entry.first.IsScalar()) yaml::Fail(source, entry.first, path, "keys must be strings");
         const std::string key = entry.first.Scalar();
-        if (out.contains(key)) yaml::Fail(source, entry.first, yaml::Join(path, key), "duplicate key");
+        if (out.contains(key))
+          yaml::Fail(source, entry.first, yaml::Join(path, key), "duplicate key");
         out[key] = ToJsonValue(entry.second, source, yaml::Join(path, key));
       }
       return out;
@@ -73,8 +75,9 @@ ScheduleDefinition ParseOne(const YAML::Node& node, const std::string& source,
   auto name = yaml::Require(node, "name", source, path, lines);
   s.name = yaml::ReadString(name, source, yaml::Join(path, "name"), false);
   if (!IsValidDefinitionName(s.name)) {
-    yaml::Fail(source, name, yaml::Join(path, "name"),
-               "invalid schedule name \"" + s.name + "\": must match ^[A-Za-z_][A-Za-z0-9_.-]{0,127}$");
+    yaml::Fail(
+        source, name, yaml::Join(path, "name"),
+        "invalid schedule name \"" + s.name + "\": must match ^[A-Za-z_][A-Za-z0-9_.-]{0,127}$");
   }
   auto workflow = yaml::Require(node, "workflow", source, path, lines);
   s.workflow = yaml::ReadString(workflow, source, yaml::Join(path, "workflow"), false);
@@ -103,12 +106,14 @@ ScheduleDefinition ParseOne(const YAML::Node& node, const std::string& source,
   if (auto v = yaml::Get(node, "queue", path, lines); v.IsDefined()) {
     s.queue = yaml::ReadString(v, source, yaml::Join(path, "queue"), false);
     if (!IsValidDefinitionName(s.queue)) {
-      yaml::Fail(source, v, yaml::Join(path, "queue"),
-                 "invalid queue name \"" + s.queue + "\": must match ^[A-Za-z_][A-Za-z0-9_.-]{0,127}$");
+      yaml::Fail(
+          source, v, yaml::Join(path, "queue"),
+          "invalid queue name \"" + s.queue + "\": must match ^[A-Za-z_][A-Za-z0-9_.-]{0,127}$");
     }
   }
   if (auto v = yaml::Get(node, "input", path, lines); v.IsDefined()) {
-    if (!v.IsMap()) yaml::Fail(source, v, yaml::Join(path, "input"), "must be a mapping (a JSON object)");
+    if (!v.IsMap())
+      yaml::Fail(source, v, yaml::Join(path, "input"), "must be a mapping (a JSON object)");
     s.input = ToJsonValue(v, source, yaml::Join(path, "input"));
   }
   YAML::Node missed = yaml::Get(node, "missed", path, lines);

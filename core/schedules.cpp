@@ -71,7 +71,7 @@ Fired Fire(store::Tx& tx, const store::DueSchedule& due) {
   f.ticks = DueTicks(*cron, due.next_fire_at, due.now, limit, &f.skipped_older);
   std::optional<sys_seconds> last_fired;
   for (const sys_seconds tick : f.ticks) {
-    const store::TickRun run = store::StartTickRun(tx, s, ScheduleRunKey(s.name, tick));
+    const store::TickRun run = store::StartTickRun(tx, s, ScheduleRunKey(s.name, tick), tick);
     if (!run.run_id) {
       ++f.unregistered;
       continue;
@@ -145,9 +145,15 @@ ScheduleSyncResult ScheduleService::Sync(const std::vector<ScheduleDefinition>& 
       const sys_seconds now = store::ScheduleNow(tx);
       for (const auto& [record, cron] : records) {
         switch (store::UpsertSchedule(tx, record, cron.NextAfter(now))) {
-          case store::ScheduleSync::kInserted: ++r.inserted; break;
-          case store::ScheduleSync::kUpdated: ++r.updated; break;
-          case store::ScheduleSync::kUnchanged: ++r.unchanged; break;
+          case store::ScheduleSync::kInserted:
+            ++r.inserted;
+            break;
+          case store::ScheduleSync::kUpdated:
+            ++r.updated;
+            break;
+          case store::ScheduleSync::kUnchanged:
+            ++r.unchanged;
+            break;
         }
       }
       r.disabled = store::DisableSchedulesExcept(tx, names);
@@ -227,8 +233,8 @@ void ScheduleService::Loop() {
       if (failing) spdlog::info("schedules: database reachable again");
       failing = false;
     } catch (const std::exception& e) {
-      if (!failing) spdlog::warn("schedules: {} (retrying every {} ms)", e.what(),
-                                 options_.interval.count());
+      if (!failing)
+        spdlog::warn("schedules: {} (retrying every {} ms)", e.what(), options_.interval.count());
       failing = true;
       std::lock_guard lock(mutex_);
       connection_.reset();

@@ -9,7 +9,8 @@
 // Missed ticks (downtime, a slow fleet): `skip` starts only the latest due
 // tick; `catch_up` starts the latest catch_up_limit due ticks, oldest first,
 // and skips older ones (logged). Either way next_fire_at moves to the first
-// tick after now.
+// tick after now. A tick's run is due at the tick time, so workers claim
+// caught-up runs oldest first.
 //
 // Contract shared by maintenance services: Start and Stop are idempotent and
 // called from one thread; RunOnce is the testable unit and returns what it

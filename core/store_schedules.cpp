@@ -15,9 +15,7 @@ std::optional<int64_t> ToEpoch(const std::optional<ScheduleTime>& t) {
   return static_cast<int64_t>(t->time_since_epoch().count());
 }
 
-std::string NameArray(const std::vector<std::string>& names) {
-  return Json(names).dump();
-}
+std::string NameArray(const std::vector<std::string>& names) { return Json(names).dump(); }
 
 ScheduleRecord DecodeSchedule(const pqxx::row& row) {
   ScheduleRecord s;
@@ -46,13 +44,15 @@ std::optional<DueSchedule> ClaimDueSchedule(Tx& tx, const std::vector<std::strin
   return due;
 }
 
-TickRun StartTickRun(Tx& tx, const ScheduleRecord& schedule, const std::string& key) {
-  pqxx::result rows = Internal(tx).Exec("schedule_start_tick", schedule.workflow,
-                                        schedule.input.dump(), key, schedule.queue);
-  TickRun tick;
-  tick.run_id = OptionalText(rows[0]["run_id"]);
-  tick.started = rows[0]["started"].as<bool>();
-  return tick;
+TickRun StartTickRun(Tx& tx, const ScheduleRecord& schedule, const std::string& key,
+                     ScheduleTime tick) {
+  pqxx::result rows =
+      Internal(tx).Exec("schedule_start_tick", schedule.workflow, schedule.input.dump(), key,
+                        schedule.queue, static_cast<int64_t>(tick.time_since_epoch().count()));
+  TickRun run;
+  run.run_id = OptionalText(rows[0]["run_id"]);
+  run.started = rows[0]["started"].as<bool>();
+  return run;
 }
 
 void AdvanceSchedule(Tx& tx, const std::string& name, std::optional<ScheduleTime> next_fire_at,
@@ -65,10 +65,10 @@ ScheduleTime ScheduleNow(Tx& tx) {
 }
 
 ScheduleSync UpsertSchedule(Tx& tx, const ScheduleRecord& s, ScheduleTime next_fire_at) {
-  pqxx::result rows = Internal(tx).Exec(
-      "schedule_upsert", s.name, s.workflow, s.cron, s.timezone, s.queue, s.input.dump(),
-      s.missed_policy, s.catch_up_limit, s.enabled,
-      static_cast<int64_t>(next_fire_at.time_since_epoch().count()));
+  pqxx::result rows =
+      Internal(tx).Exec("schedule_upsert", s.name, s.workflow, s.cron, s.timezone, s.queue,
+                        s.input.dump(), s.missed_policy, s.catch_up_limit, s.enabled,
+                        static_cast<int64_t>(next_fire_at.time_since_epoch().count()));
   if (rows.empty()) return ScheduleSync::kUnchanged;
   return rows[0][0].as<bool>() ? ScheduleSync::kInserted : ScheduleSync::kUpdated;
 }

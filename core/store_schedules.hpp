@@ -51,10 +51,12 @@ struct TickRun {
   std::optional<std::string> run_id;  // absent: the workflow is not registered
   bool started = false;               // false: the tick's run already existed
 };
-// Starts the run of one tick through start_run with `key`: a second call with
-// the same key returns the existing run (started = false). An unregistered
+// Starts the run of one tick through start_run with `key`, due at the tick
+// time (so caught-up ticks run oldest first): a second call with the same key
+// returns the existing run (started = false). An unregistered
 // workflow is reported, not thrown, so that the caller can skip the tick.
-TickRun StartTickRun(Tx& tx, const ScheduleRecord& schedule, const std::string& key);
+TickRun StartTickRun(Tx& tx, const ScheduleRecord& schedule, const std::string& key,
+                     ScheduleTime tick);
 
 // Sets next_fire_at (absent: parked, never due until the next sync) and, when
 // given, last_fire_at.

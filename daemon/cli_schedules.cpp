@@ -42,8 +42,8 @@ int RunSchedules(const std::vector<std::string>& args) {
     std::cout << "no schedules\n";
     return kExitOk;
   }
-  const std::vector<std::string> header{"NAME", "WORKFLOW", "CRON (UTC)", "MISSED",
-                                        "NEXT FIRE",  "LAST FIRE"};
+  const std::vector<std::string> header{"NAME",   "WORKFLOW",  "CRON (UTC)",
+                                        "MISSED", "NEXT FIRE", "LAST FIRE"};
   std::vector<std::vector<std::string>> rows;
   for (const auto& s : schedules) {
     std::string missed = s.missed_policy;

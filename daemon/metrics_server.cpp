@@ -23,14 +23,22 @@ constexpr std::string_view kTextContentType = "text/plain; charset=utf-8";
 
 const char* Reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 431: return "Request Header Fields Too Large";
-    case 503: return "Service Unavailable";
-    default: return "Internal Server Error";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Internal Server Error";
   }
 }
 
@@ -124,8 +132,8 @@ HttpResponse RouteMetricsRequest(std::string_view method, std::string_view targe
 }
 
 std::string SerializeResponse(const HttpResponse& response) {
-  std::string out = "HTTP/1.1 " + std::to_string(response.status) + " " +
-                    Reason(response.status) + "\r\n";
+  std::string out =
+      "HTTP/1.1 " + std::to_string(response.status) + " " + Reason(response.status) + "\r\n";
   if (!response.content_type.empty()) out += "Content-Type: " + response.content_type + "\r\n";
   out += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
   if (response.status == 405) out += "Allow: GET, HEAD\r\n";
@@ -253,7 +261,7 @@ void MetricsServer::Handle(int fd) {
     const int ready = ::poll(fds, 2, static_cast<int>(left.count()));
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0 || fds[1].revents != 0) return;  // stopping
-    if (ready == 0) continue;                       // the deadline check answers
+    if (ready == 0) continue;                      // the deadline check answers
     const ssize_t got = ::recv(fd, buffer, sizeof(buffer), 0);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) return;  // the client went away

@@ -13,8 +13,9 @@ keep=false
 
 echo "==> dependencies and build"
 bash scripts/install-deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF >/dev/null
-cmake --build build --parallel "$(nproc)"
+# The same build folder as scripts/test.sh; only the daemon and plugins are built here.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build --parallel "$(nproc)" --target cairn cairn_plugins
 cairn="$root/build/daemon/cairn"
 
 started_postgres=false

@@ -1,13 +1,14 @@
 // Unit tests of cron expressions (core/cron.hpp), the tick selection of the
 // missed-tick policies (DueTicks) and the `schedules:` config section. No
 // database.
+#include "cron.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
 
 #include "config.hpp"
-#include "cron.hpp"
 #include "schedule_config.hpp"
 #include "schedules.hpp"
 
@@ -21,7 +22,8 @@ CronTime T(const std::string& text) {
   int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
   const int n = std::sscanf(text.c_str(), "%d-%d-%d %d:%d:%d", &y, &mo, &d, &h, &mi, &s);
   EXPECT_GE(n, 5) << text;
-  return CronTime(sys_days(year(y) / month(static_cast<unsigned>(mo)) / day(static_cast<unsigned>(d)))) +
+  return CronTime(
+             sys_days(year(y) / month(static_cast<unsigned>(mo)) / day(static_cast<unsigned>(d)))) +
          hours(h) + minutes(mi) + seconds(s);
 }
 
@@ -235,8 +237,8 @@ TEST(DueTicks, CatchUpTakesTheLatestLimitOldestFirst) {
   EXPECT_EQ(FormatUtc(ticks[0]), "2024-01-01T02:40:00Z");
   EXPECT_FALSE(skipped);
   // A year of downtime costs only `limit` steps.
-  ticks = DueTicks(CronSchedule::Parse("* * * * *"), T("2020-01-01 00:00"), T("2024-01-01 00:00:30"),
-                   2, &skipped);
+  ticks = DueTicks(CronSchedule::Parse("* * * * *"), T("2020-01-01 00:00"),
+                   T("2024-01-01 00:00:30"), 2, &skipped);
   ASSERT_EQ(ticks.size(), 2u);
   EXPECT_EQ(FormatUtc(ticks[1]), "2024-01-01T00:00:00Z");
 }
@@ -251,7 +253,8 @@ TEST(DueTicks, NothingDueBeforeTheNextFireTime) {
 }
 
 TEST(ScheduleRunKey, NamesTheTickInUtc) {
-  EXPECT_EQ(ScheduleRunKey("nightly", T("2024-02-29 03:00")), "schedule:nightly:2024-02-29T03:00:00Z");
+  EXPECT_EQ(ScheduleRunKey("nightly", T("2024-02-29 03:00")),
+            "schedule:nightly:2024-02-29T03:00:00Z");
 }
 
 std::string ConfigError(const std::string& yaml) {
@@ -302,7 +305,8 @@ schedules:
 }
 
 TEST(ScheduleConfig, AbsentSectionIsNotDeclaredAndEmptyIs) {
-  EXPECT_FALSE(LoadConfigFromString("log: {level: info}\n", "cairn.yaml", "/tmp").schedules_declared);
+  EXPECT_FALSE(
+      LoadConfigFromString("log: {level: info}\n", "cairn.yaml", "/tmp").schedules_declared);
   const DaemonConfig empty = LoadConfigFromString("schedules: []\n", "cairn.yaml", "/tmp");
   EXPECT_TRUE(empty.schedules_declared);
   EXPECT_TRUE(empty.schedules.empty());

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "daemon_process.hpp"
+#include "pg_session.hpp"
 #include "store_fixture.hpp"
 
 namespace cairn::test {
@@ -82,37 +83,7 @@ class DaemonE2E : public StoreTest {
   }
 };
 
-// A libpq session of the test's own, for locks that outlive one statement.
-class Session {
- public:
-  explicit Session(const std::string& url) : conn_(PQconnectdb(url.c_str())) {
-    if (PQstatus(conn_) != CONNECTION_OK) {
-      throw std::runtime_error(std::string("connect: ") + PQerrorMessage(conn_));
-    }
-  }
-  ~Session() { PQfinish(conn_); }
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
-
-  std::string Value(const std::string& sql) {
-    PGresult* result = PQexec(conn_, sql.c_str());
-    ExecStatusType status = PQresultStatus(result);
-    if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
-      std::string error = PQresultErrorMessage(result);
-      PQclear(result);
-      throw std::runtime_error("SQL failed: " + error + " in: " + sql);
-    }
-    std::string value;
-    if (status == PGRES_TUPLES_OK && PQntuples(result) > 0 && !PQgetisnull(result, 0, 0)) {
-      value = PQgetvalue(result, 0, 0);
-    }
-    PQclear(result);
-    return value;
-  }
-
- private:
-  PGconn* conn_;
-};
+using Session = cairn::test::PgSession;
 
 // 1,000 runs of three steps through two daemons: every run completes, every
 // step commits exactly once, and both daemons took part.

@@ -142,7 +142,7 @@ TEST(DefinitionLoader, RejectsUnknownKeyWithFileAndLine) {
             "wf.yaml:1: workflow: unknown key \"workflow\" (did you mean \"workflows\"?)");
   EXPECT_EQ(LoadError(OneStep("        zzzzzzzzz: 1\n")),
             "wf.yaml:6: workflows[0].steps[0].zzzzzzzzz: unknown key \"zzzzzzzzz\" (expected "
-            "one of: name run timeout transactional compensate retry)");
+            "one of: name run timeout transactional compensate on_wait_timeout retry)");
 }
 
 TEST(DefinitionLoader, RejectsDuplicateKey) {
@@ -182,6 +182,9 @@ TEST(DefinitionLoader, EveryValidationErrorNamesFileLineAndKey) {
        "wf.yaml:6: workflows[0].steps[0].timeout: invalid duration \"soon\""},
       {OneStep("        transactional: maybe\n"),
        "wf.yaml:6: workflows[0].steps[0].transactional: must be true or false, got \"maybe\""},
+      {OneStep("        on_wait_timeout: nowhere\n"),
+       "wf.yaml:6: workflows[0].steps[0].on_wait_timeout: names \"nowhere\", which is not a step "
+       "of this workflow"},
       {OneStep("        compensate: \"\"\n"),
        "wf.yaml:6: workflows[0].steps[0].compensate: must name a plugin step, not be empty"},
       {OneStep("        compensate:\n        timeout: 1s\n"),
@@ -341,6 +344,7 @@ TEST(DefinitionHash, ChangesOnEverySemanticChange) {
       [](auto& d) { d.steps[0].transactional = true; },
       [](auto& d) { d.steps[0].compensate.reset(); },
       [](auto& d) { d.steps[1].compensate = "undo"; },
+      [](auto& d) { d.steps[0].on_wait_timeout = d.steps[1].name; },
       [](auto& d) { d.steps[0].retry.max_attempts = 6; },
       [](auto& d) { d.steps[0].retry.initial_backoff = milliseconds(999); },
       [](auto& d) { d.steps[0].retry.max_backoff = milliseconds(60001); },

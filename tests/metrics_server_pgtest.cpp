@@ -124,6 +124,10 @@ class MetricsE2E : public StoreTest {
         std::to_string(count) + ")");
   }
 
+  int64_t EventCount(const std::string& kind) const {
+    return SqlInt("SELECT count(*) FROM {s}.run_events WHERE kind = '" + kind + "'");
+  }
+
   int64_t CountRuns(const std::string& workflow, const std::string& status) const {
     return SqlInt("SELECT count(*) FROM {s}.runs WHERE workflow = '" + workflow +
                   "' AND status = '" + status + "'");
@@ -145,32 +149,57 @@ TEST_F(MetricsE2E, CountersFollowTheRunsAndHealthzSaysOk) {
 
   StartRuns("e2e_three", 5);
   Sql("SELECT {s}.start_run('e2e_retry', '{}'::jsonb)");
-  ASSERT_TRUE(PollUntil([&] {
-    return CountRuns("e2e_three", "completed") == 5 && CountRuns("e2e_retry", "failed") == 1;
-  }, 30s));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return CountRuns("e2e_three", "completed") == 5 && CountRuns("e2e_retry", "failed") == 1;
+      },
+      30s));
 
   // The executor records after its commit: allow it a moment to catch up.
-  const std::string s1 = "cairn_steps_total{workflow=\"e2e_three\",step=\"s1\",outcome=\"committed\"}";
-  const std::string s3 = "cairn_steps_total{workflow=\"e2e_three\",step=\"s3\",outcome=\"committed\"}";
+  const std::string s1 =
+      "cairn_steps_total{workflow=\"e2e_three\",step=\"s1\",outcome=\"committed\"}";
+  const std::string s3 =
+      "cairn_steps_total{workflow=\"e2e_three\",step=\"s3\",outcome=\"committed\"}";
   const std::string completed =
       "cairn_runs_finished_total{workflow=\"e2e_three\",status=\"completed\"}";
   HttpResult metrics;
-  ASSERT_TRUE(PollUntil([&] {
-    metrics = HttpGet(port, "/metrics");
-    return Value(metrics.body, completed) == 5.0 &&
-           Value(metrics.body, "cairn_runs_finished_total{workflow=\"e2e_retry\",status=\"failed\"}") == 1.0 &&
-           Value(metrics.body, "cairn_executor_slots{state=\"busy\"}") == 0.0;
-  }, 10s)) << metrics.body;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        metrics = HttpGet(port, "/metrics");
+        return Value(metrics.body, completed) == 5.0 &&
+               Value(metrics.body,
+                     "cairn_runs_finished_total{workflow=\"e2e_retry\",status=\"failed\"}") ==
+                   1.0 &&
+               Value(metrics.body, "cairn_executor_slots{state=\"busy\"}") == 0.0;
+      },
+      10s))
+      << metrics.body;
   ASSERT_EQ(metrics.status, 200);
   const std::string& text = metrics.body;
   EXPECT_EQ(Value(text, s1), 5.0) << text;
   EXPECT_EQ(Value(text, s3), 5.0) << text;
-  EXPECT_EQ(Value(text, "cairn_steps_total{workflow=\"e2e_retry\",step=\"boom\",outcome=\"retried\"}"), 2.0) << text;
-  EXPECT_EQ(Value(text, "cairn_steps_total{workflow=\"e2e_retry\",step=\"boom\",outcome=\"failed\"}"), 1.0) << text;
-  EXPECT_EQ(Value(text, "cairn_step_duration_seconds_count{workflow=\"e2e_three\",step=\"s2\"}"), 5.0) << text;
-  EXPECT_EQ(Value(text, "cairn_step_duration_seconds_bucket{workflow=\"e2e_three\",step=\"s2\",le=\"+Inf\"}"), 5.0) << text;
+  // Retried and failed attempts match the run's history (three attempts).
+  EXPECT_EQ(
+      Value(text, "cairn_steps_total{workflow=\"e2e_retry\",step=\"boom\",outcome=\"retried\"}"),
+      static_cast<double>(EventCount("retried")))
+      << text;
+  EXPECT_EQ(EventCount("retried"), 2);
+  EXPECT_EQ(
+      Value(text, "cairn_steps_total{workflow=\"e2e_retry\",step=\"boom\",outcome=\"failed\"}"),
+      1.0)
+      << text;
+  EXPECT_EQ(Value(text, "cairn_step_duration_seconds_count{workflow=\"e2e_three\",step=\"s2\"}"),
+            5.0)
+      << text;
+  EXPECT_EQ(
+      Value(text,
+            "cairn_step_duration_seconds_bucket{workflow=\"e2e_three\",step=\"s2\",le=\"+Inf\"}"),
+      5.0)
+      << text;
   // Each claim is one run turn; a retried run is claimed again.
-  EXPECT_GE(Value(text, "cairn_runs_claimed_total{queue=\"default\"}").value_or(0), 8.0) << text;
+  EXPECT_GE(Value(text, "cairn_runs_claimed_total{queue=\"default\"}").value_or(0),
+            6.0 + static_cast<double>(EventCount("retried")))
+      << text;
   EXPECT_EQ(Value(text, "cairn_executor_slots{state=\"idle\"}"), 4.0) << text;
   EXPECT_EQ(Value(text, "cairn_worker_up"), 1.0) << text;
   EXPECT_EQ(Value(text, "cairn_leases_reaped_total"), 0.0) << text;

@@ -1,6 +1,8 @@
 // Unit tests of the metrics registry (text format, escaping, histogram
 // buckets, bounded label sets), cairn's Metrics and the metrics HTTP server
 // on loopback. No database.
+#include "metrics.hpp"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -12,7 +14,6 @@
 #include <thread>
 
 #include "../daemon/metrics_server.hpp"
-#include "metrics.hpp"
 
 namespace cairn {
 namespace {
@@ -28,7 +29,10 @@ bool Contains(const std::string& text, const std::string& part) {
 }
 
 TEST(MetricsText, EscapesBackslashQuoteAndNewlineInLabelValues) {
-  EXPECT_EQ(metrics::EscapeLabelValue(R"(a\b"c)" "\n" "d"), R"(a\\b\"c\nd)");
+  EXPECT_EQ(metrics::EscapeLabelValue(R"(a\b"c)"
+                                      "\n"
+                                      "d"),
+            R"(a\\b\"c\nd)");
   EXPECT_EQ(metrics::EscapeLabelValue("plain"), "plain");
 }
 
@@ -196,7 +200,8 @@ TEST(CairnMetrics, RendersEveryFamilyWithCairnNames) {
            "cairn_steps_total{workflow=\"orders\",step=\"charge\",outcome=\"failed\"} 1\n",
            "cairn_steps_total{workflow=\"orders\",step=\"reserve\",outcome=\"committed\"} 1\n",
            "# TYPE cairn_step_duration_seconds histogram\n",
-           "cairn_step_duration_seconds_bucket{workflow=\"orders\",step=\"reserve\",le=\"0.025\"} 1\n",
+           "cairn_step_duration_seconds_bucket{workflow=\"orders\",step=\"reserve\",le=\"0.025\"} "
+           "1\n",
            "cairn_step_duration_seconds_count{workflow=\"orders\",step=\"charge\"} 4\n",
            "cairn_runs_finished_total{workflow=\"orders\",status=\"completed\"} 1\n",
            "cairn_runs_finished_total{workflow=\"orders\",status=\"failed\"} 1\n",

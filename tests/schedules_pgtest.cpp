@@ -55,8 +55,9 @@ class ScheduleTest : public StoreTest {
                       const std::string& next_fire_at, const std::string& policy = "skip",
                       int catch_up_limit = 1, const std::string& workflow = "report") {
     Sql("INSERT INTO {s}.schedules (name, workflow, cron, missed_policy, catch_up_limit, "
-        "next_fire_at) VALUES ('" + name + "', '" + workflow + "', '" + cron + "', '" + policy +
-        "', " + std::to_string(catch_up_limit) + ", " + next_fire_at + ")");
+        "next_fire_at) VALUES ('" +
+        name + "', '" + workflow + "', '" + cron + "', '" + policy + "', " +
+        std::to_string(catch_up_limit) + ", " + next_fire_at + ")");
   }
 
   int64_t Runs(const std::string& schedule) const {
@@ -65,18 +66,24 @@ class ScheduleTest : public StoreTest {
 
   // The schedule's run keys in order, comma-separated.
   std::string Keys(const std::string& schedule) const {
-    return Sql("SELECT string_agg(run_key, ',' ORDER BY run_key) FROM {s}.runs "
-               "WHERE run_key LIKE 'schedule:" + schedule + ":%'");
+    return Sql(
+        "SELECT string_agg(run_key, ',' ORDER BY run_key) FROM {s}.runs "
+        "WHERE run_key LIKE 'schedule:" +
+        schedule + ":%'");
   }
 
   std::string NextFire(const std::string& schedule) const {
-    return Sql("SELECT to_char(next_fire_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') "
-               "FROM {s}.schedules WHERE name = '" + schedule + "'");
+    return Sql(
+        "SELECT to_char(next_fire_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') "
+        "FROM {s}.schedules WHERE name = '" +
+        schedule + "'");
   }
 
   std::string LastFire(const std::string& schedule) const {
-    return Sql("SELECT to_char(last_fire_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') "
-               "FROM {s}.schedules WHERE name = '" + schedule + "'");
+    return Sql(
+        "SELECT to_char(last_fire_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') "
+        "FROM {s}.schedules WHERE name = '" +
+        schedule + "'");
   }
 };
 
@@ -167,10 +174,13 @@ TEST_F(ScheduleTest, CatchUpStartsABoundedNumberOfMissedTicks) {
             "schedule:catcher:2024-01-01T02:20:00Z,schedule:catcher:2024-01-01T02:30:00Z,"
             "schedule:catcher:2024-01-01T02:40:00Z,schedule:catcher:2024-01-01T02:50:00Z,"
             "schedule:catcher:2024-01-01T03:00:00Z");
-  // Oldest first: the runs were created in tick order.
-  EXPECT_EQ(Sql("SELECT string_agg(right(run_key, 9), ',' ORDER BY created_at, id) FROM {s}.runs "
+  // Each run is due at its tick, so workers claim the oldest first.
+  EXPECT_EQ(Sql("SELECT string_agg(right(run_key, 9), ',' ORDER BY run_at) FROM {s}.runs "
                 "WHERE run_key LIKE 'schedule:few:%'"),
             "01:00:00Z,02:00:00Z,03:00:00Z");
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE run_at <> right(run_key, 20)::timestamptz "
+                   "AND run_key LIKE 'schedule:few:%'"),
+            0);
   EXPECT_EQ(NextFire("catcher"), "2024-01-01T03:10:00Z");
   EXPECT_EQ(NextFire("few"), "2024-01-01T04:00:00Z");
 }
@@ -185,12 +195,14 @@ TEST_F(ScheduleTest, MissedTicksAgainstDatabaseTime) {
   EXPECT_EQ(started, 1 + 4);
   EXPECT_EQ(Runs("real_skip"), 1);
   EXPECT_EQ(Runs("real_catch"), 4);
-  EXPECT_TRUE(SqlBool("SELECT bool_and(next_fire_at > now() AND next_fire_at <= now() + "
-                      "interval '1 hour') FROM {s}.schedules"));
+  EXPECT_TRUE(
+      SqlBool("SELECT bool_and(next_fire_at > now() AND next_fire_at <= now() + "
+              "interval '1 hour') FROM {s}.schedules"));
   // The latest tick fired is the current hour (or the one before, when an
   // hour boundary passed during the test).
-  EXPECT_TRUE(SqlBool("SELECT last_fire_at >= date_trunc('hour', now()) - interval '1 hour' "
-                      "FROM {s}.schedules WHERE name = 'real_skip'"));
+  EXPECT_TRUE(
+      SqlBool("SELECT last_fire_at >= date_trunc('hour', now()) - interval '1 hour' "
+              "FROM {s}.schedules WHERE name = 'real_skip'"));
   EXPECT_EQ(service->RunOnce(), 0);
 }
 
@@ -248,8 +260,9 @@ TEST_F(ScheduleTest, SyncMakesTheTableMatchTheDeclaredList) {
   hourly.catch_up_limit = 3;
   ScheduleSyncResult r = service->Sync({hourly, Declared("daily", "@daily")});
   EXPECT_EQ(r.inserted, 2);
-  EXPECT_TRUE(SqlBool("SELECT next_fire_at = date_trunc('hour', now()) + interval '1 hour' "
-                      "FROM {s}.schedules WHERE name = 'hourly'"));
+  EXPECT_TRUE(
+      SqlBool("SELECT next_fire_at = date_trunc('hour', now()) + interval '1 hour' "
+              "FROM {s}.schedules WHERE name = 'hourly'"));
   EXPECT_EQ(Sql("SELECT queue || ' ' || input::text || ' ' || missed_policy || ' ' || "
                 "catch_up_limit || ' ' || timezone FROM {s}.schedules WHERE name = 'hourly'"),
             "reports {\"kind\": \"hourly\"} catch_up 3 UTC");
@@ -273,17 +286,19 @@ TEST_F(ScheduleTest, SyncMakesTheTableMatchTheDeclaredList) {
   hourly.cron = "30 4 * * *";
   r = service->Sync({hourly, yearly});
   EXPECT_EQ(r.updated, 1);
-  EXPECT_TRUE(SqlBool("SELECT next_fire_at > now() AND next_fire_at <= now() + interval '1 day' "
-                      "AND to_char(next_fire_at AT TIME ZONE 'UTC', 'HH24:MI') = '04:30' "
-                      "FROM {s}.schedules WHERE name = 'hourly'"));
+  EXPECT_TRUE(
+      SqlBool("SELECT next_fire_at > now() AND next_fire_at <= now() + interval '1 day' "
+              "AND to_char(next_fire_at AT TIME ZONE 'UTC', 'HH24:MI') = '04:30' "
+              "FROM {s}.schedules WHERE name = 'hourly'"));
 
   // A disabled schedule is never due; re-enabled, it starts after now.
   Sql("UPDATE {s}.schedules SET next_fire_at = now() - interval '1 day' WHERE name = 'daily'");
   EXPECT_EQ(service->RunOnce(), 0);
   r = service->Sync({hourly, yearly, Declared("daily", "@daily")});
   EXPECT_EQ(r.updated, 1);
-  EXPECT_TRUE(SqlBool("SELECT enabled AND next_fire_at = date_trunc('day', now()) + "
-                      "interval '1 day' FROM {s}.schedules WHERE name = 'daily'"));
+  EXPECT_TRUE(
+      SqlBool("SELECT enabled AND next_fire_at = date_trunc('day', now()) + "
+              "interval '1 day' FROM {s}.schedules WHERE name = 'daily'"));
   EXPECT_EQ(service->RunOnce(), 0);
 
   // Listing.
@@ -356,8 +371,8 @@ TEST_F(ScheduleTest, TwoDaemonsStartExactlyOneRunPerTick) {
     // already started in earlier rounds, except the oldest).
     Sql("UPDATE {s}.schedules SET next_fire_at = date_trunc('minute', now()) - " +
         std::to_string(round) + " * interval '1 minute'");
-    ASSERT_TRUE(PollUntil([&] { return SqlBool("SELECT next_fire_at > now() FROM {s}.schedules"); },
-                          10s))
+    ASSERT_TRUE(
+        PollUntil([&] { return SqlBool("SELECT next_fire_at > now() FROM {s}.schedules"); }, 10s))
         << "round " << round << ": the schedule was not handled";
   }
   // Every minute from the oldest tick to the latest handled one has exactly
