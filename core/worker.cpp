@@ -177,6 +177,7 @@ void Worker::KeeperLoop() {
   const auto tick = std::min(renew_every, options_.reaper_interval);
   auto next_renewal = std::chrono::steady_clock::now();
   auto next_reap = std::chrono::steady_clock::now();
+  auto next_retention = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   int failures = 0;
   while (!stop_keeper_.load()) {
     try {
@@ -203,6 +204,15 @@ void Worker::KeeperLoop() {
           std::lock_guard stats_lock(stats_mutex_);
           stats_.reaped += reaped;
           Wake();
+        }
+      }
+      if (options_.retention.count() > 0 && std::chrono::steady_clock::now() >= next_retention) {
+        next_retention = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+        auto deleted = store::DeleteFinished(
+            *connection, std::chrono::ceil<std::chrono::hours>(options_.retention));
+        if (deleted.runs + deleted.waits > 0) {
+          spdlog::info("retention: deleted {} finished runs, {} events, {} waits", deleted.runs,
+                       deleted.events, deleted.waits);
         }
       }
       failures = 0;

@@ -34,6 +34,9 @@ struct WorkerOptions {
   std::chrono::milliseconds poll_interval{1000};
   std::chrono::milliseconds lease{30000};
   std::chrono::milliseconds reaper_interval{5000};
+  // Finished runs older than this are deleted with their history, in bounded
+  // batches, about once a minute; zero keeps them forever.
+  std::chrono::milliseconds retention{0};
   std::chrono::milliseconds shutdown_grace{30000};
   bool listen = true;
   Metrics* metrics = nullptr;  // null: record nothing

@@ -41,6 +41,10 @@ struct Subcommand {
 
 const std::vector<Subcommand>& Subcommands();
 
+// Prints rows under a header as aligned columns, for people (--json is for scripts).
+void PrintTable(const std::vector<std::string>& header,
+                const std::vector<std::vector<std::string>>& rows);
+
 // Parses args against options (positional names in order); prints usage and
 // throws UsageError on --help or a parse failure.
 struct UsageError : std::runtime_error {

@@ -19,6 +19,24 @@ store::ConnectionOptions DatabaseOptions(const po::variables_map& vm,
   return ConnectionFor(LoadDaemonConfig(vm), application_name);
 }
 
+void PrintTable(const std::vector<std::string>& header,
+                const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths(header.size());
+  for (size_t c = 0; c < header.size(); ++c) widths[c] = header[c].size();
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  auto print = [&](const std::vector<std::string>& row) {
+    for (size_t c = 0; c < row.size(); ++c) {
+      std::cout << row[c];
+      if (c + 1 < row.size()) std::cout << std::string(widths[c] - row[c].size() + 2, ' ');
+    }
+    std::cout << "\n";
+  };
+  print(header);
+  for (const auto& row : rows) print(row);
+}
+
 po::variables_map Parse(const std::string& command, const std::vector<std::string>& args,
                         const po::options_description& options,
                         const po::positional_options_description& positional) {

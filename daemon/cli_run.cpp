@@ -110,6 +110,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   worker_options.poll_interval = config.worker.poll_interval;
   worker_options.lease = config.worker.lease;
   worker_options.reaper_interval = config.maintenance.reaper_interval;
+  worker_options.retention = config.maintenance.retention;
   worker_options.shutdown_grace = config.worker.shutdown_grace;
   worker_options.listen = config.worker.listen;
 

@@ -106,25 +106,6 @@ Json EventToJson(const RunEvent& e) {
           {"created_at", e.created_at}};
 }
 
-// Prints rows as aligned columns.
-void PrintTable(const std::vector<std::string>& header,
-                const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> widths(header.size());
-  for (size_t c = 0; c < header.size(); ++c) widths[c] = header[c].size();
-  for (const auto& row : rows) {
-    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
-  }
-  auto print = [&](const std::vector<std::string>& row) {
-    for (size_t c = 0; c < row.size(); ++c) {
-      std::cout << row[c];
-      if (c + 1 < row.size()) std::cout << std::string(widths[c] - row[c].size() + 2, ' ');
-    }
-    std::cout << "\n";
-  };
-  print(header);
-  for (const auto& row : rows) print(row);
-}
-
 std::string Shorten(std::string text, size_t limit = 60) {
   if (text.size() > limit) text = text.substr(0, limit - 3) + "...";
   return text;

@@ -51,20 +51,7 @@ int RunSchedules(const std::vector<std::string>& args) {
     std::string next = !s.enabled ? "disabled" : s.next_fire_at.value_or("parked");
     rows.push_back({s.name, s.workflow, s.cron, missed, next, s.last_fire_at.value_or("-")});
   }
-  std::vector<size_t> widths(header.size());
-  for (size_t c = 0; c < header.size(); ++c) widths[c] = header[c].size();
-  for (const auto& row : rows) {
-    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
-  }
-  auto print = [&](const std::vector<std::string>& row) {
-    for (size_t c = 0; c < row.size(); ++c) {
-      std::cout << row[c];
-      if (c + 1 < row.size()) std::cout << std::string(widths[c] - row[c].size() + 2, ' ');
-    }
-    std::cout << "\n";
-  };
-  print(header);
-  for (const auto& row : rows) print(row);
+  PrintTable(header, rows);
   return kExitOk;
 }
 
