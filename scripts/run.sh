@@ -58,7 +58,7 @@ order() {  # order N [extra JSON fields]
 }
 paid=$(order 1)
 early=$(order 2)
-echo "==> order 2's payment is confirmed before the run even waits for it"
+echo "==> order 2's payment is confirmed right away (kept in the inbox if the run does not wait yet)"
 "$cairn" signal "payment:A-$suffix-2" --payload '{"provider_ref":"ch_2"}' ||
   echo "(exit $?: kept in the inbox until the run waits on it)"
 late=$(order 3 ',"payment_timeout_ms":1500')
