@@ -177,7 +177,7 @@ void Worker::KeeperLoop() {
   const auto tick = std::min(renew_every, options_.reaper_interval);
   auto next_renewal = std::chrono::steady_clock::now();
   auto next_reap = std::chrono::steady_clock::now();
-  auto next_retention = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  auto next_retention = std::chrono::steady_clock::now() + options_.reaper_interval;
   int failures = 0;
   while (!stop_keeper_.load()) {
     try {

@@ -515,5 +515,26 @@ TEST_F(WorkerTest, TransactionControlFromAStepIsRefused) {
   EXPECT_THAT(RunColumn(id, "error"), HasSubstr("refused"));
 }
 
+TEST_F(WorkerTest, RetentionDeletesOldFinishedRunsAndKeepsTheRest) {
+  WorkerOptions options = Options();
+  options.retention = std::chrono::hours(1);
+  Worker& first = StartWorker(options);
+  const std::string old_run = StartRun("one");
+  const std::string recent_run = StartRun("one");
+  ASSERT_TRUE(EventuallyStatus(old_run, "completed")) << Describe(old_run);
+  ASSERT_TRUE(EventuallyStatus(recent_run, "completed")) << Describe(recent_run);
+  // Finished two hours ago, by the database's clock.
+  Sql("UPDATE {s}.runs SET finished_at = now() - interval '2 hours' WHERE id = '" + old_run + "'");
+  // The first retention pass comes one reaper interval after a worker starts.
+  ASSERT_TRUE(first.Stop());
+  StartWorker(options);
+  ASSERT_TRUE(Eventually([&] {
+    return SqlInt("SELECT count(*) FROM {s}.runs WHERE id = '" + old_run + "'") == 0;
+  }));
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + old_run + "'"), 0);
+  EXPECT_EQ(Status(recent_run), "completed");
+  EXPECT_GT(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + recent_run + "'"), 0);
+}
+
 }  // namespace
 }  // namespace cairn::test
