@@ -22,13 +22,7 @@ using Json = nlohmann::json;
 class DaemonE2E : public StoreTest {
  protected:
   DaemonOptions Options(int concurrency = 4) const {
-    DaemonOptions o;
-    o.binary = CairnBinary();
-    o.url = url();
-    o.schema = schema();
-    o.plugin_directories = {BuiltPluginDir()};
-    o.workflow_paths = {SourceDir() + "/tests/workflows/e2e.yaml"};
-    o.concurrency = concurrency;
+    DaemonOptions o = BuiltDaemonOptions(url(), schema(), "e2e.yaml", concurrency);
     return o;
   }
 

@@ -29,13 +29,7 @@ class DaemonErrors : public StoreTest {
   }
 
   DaemonOptions Options() const {
-    DaemonOptions o;
-    o.binary = CairnBinary();
-    o.url = url();
-    o.schema = schema();
-    o.plugin_directories = {BuiltPluginDir()};
-    o.workflow_paths = {SourceDir() + "/tests/workflows/e2e.yaml"};
-    o.concurrency = 2;
+    DaemonOptions o = BuiltDaemonOptions(url(), schema(), "e2e.yaml", 2);
     return o;
   }
 

@@ -98,13 +98,7 @@ class MetricsE2E : public StoreTest {
  protected:
   // A daemon serving metrics on listen ("127.0.0.1:<port>").
   std::unique_ptr<DaemonProcess> Daemon(const std::string& listen) const {
-    DaemonOptions o;
-    o.binary = CairnBinary();
-    o.url = url();
-    o.schema = schema();
-    o.plugin_directories = {BuiltPluginDir()};
-    o.workflow_paths = {SourceDir() + "/tests/workflows/e2e.yaml"};
-    o.concurrency = 4;
+    DaemonOptions o = BuiltDaemonOptions(url(), schema(), "e2e.yaml", 4);
     auto daemon = std::make_unique<DaemonProcess>(o);
     // DaemonConfigYaml disables metrics; turn them on in the written file.
     std::ifstream in(daemon->config_path());

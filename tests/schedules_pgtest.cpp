@@ -339,13 +339,7 @@ TEST_F(ScheduleTest, ServiceThreadFiresDueSchedules) {
 // have runs.
 TEST_F(ScheduleTest, TwoDaemonsStartExactlyOneRunPerTick) {
   auto options = [&] {
-    DaemonOptions o;
-    o.binary = CairnBinary();
-    o.url = url();
-    o.schema = schema();
-    o.plugin_directories = {BuiltPluginDir()};
-    o.workflow_paths = {SourceDir() + "/tests/workflows/e2e.yaml"};
-    o.concurrency = 2;
+    DaemonOptions o = BuiltDaemonOptions(url(), schema(), "e2e.yaml", 2);
     o.poll_interval = "50ms";
     return o;
   };

@@ -32,13 +32,7 @@ using Session = cairn::test::PgSession;
 class Signals : public StoreTest {
  protected:
   DaemonOptions Options(int concurrency = 4) const {
-    DaemonOptions o;
-    o.binary = CairnBinary();
-    o.url = url();
-    o.schema = schema();
-    o.plugin_directories = {BuiltPluginDir()};
-    o.workflow_paths = {SourceDir() + "/tests/workflows/signals.yaml"};
-    o.concurrency = concurrency;
+    DaemonOptions o = BuiltDaemonOptions(url(), schema(), "signals.yaml", concurrency);
     o.poll_interval = "100ms";
     o.reaper_interval = "200ms";  // also the wait-expiry interval
     return o;

@@ -19,11 +19,6 @@ namespace cairn::test {
 // The build's paths, as cairn_add_test passes them to test binaries. Defined
 // only where the compile definitions exist (test sources, not the support
 // library), so every definition that exists is the same.
-#if defined(CAIRN_BINARY) && defined(CAIRN_PLUGIN_DIR) && defined(CAIRN_SOURCE_DIR)
-inline std::string CairnBinary() { return CAIRN_BINARY; }
-inline std::string BuiltPluginDir() { return CAIRN_PLUGIN_DIR; }
-inline std::string SourceDir() { return CAIRN_SOURCE_DIR; }
-#endif
 
 // A mkdtemp folder (mode 0755, so plugins may be loaded from below it),
 // removed with everything in it when destroyed.
@@ -60,6 +55,26 @@ struct DaemonOptions {
   bool listen = true;
   std::string log_level = "info";
 };
+
+#if defined(CAIRN_BINARY) && defined(CAIRN_PLUGIN_DIR) && defined(CAIRN_SOURCE_DIR)
+inline std::string CairnBinary() { return CAIRN_BINARY; }
+inline std::string BuiltPluginDir() { return CAIRN_PLUGIN_DIR; }
+inline std::string SourceDir() { return CAIRN_SOURCE_DIR; }
+
+// A daemon of the built binary and plugins, on the test's schema, serving the
+// test workflow file tests/workflows/<workflow_file>.
+inline DaemonOptions BuiltDaemonOptions(const std::string& url, const std::string& schema,
+                                        const std::string& workflow_file, int concurrency) {
+  DaemonOptions o;
+  o.binary = CairnBinary();
+  o.url = url;
+  o.schema = schema;
+  o.plugin_directories = {BuiltPluginDir()};
+  o.workflow_paths = {SourceDir() + "/tests/workflows/" + workflow_file};
+  o.concurrency = concurrency;
+  return o;
+}
+#endif
 
 // The YAML text of a daemon config for these options (metrics disabled).
 std::string DaemonConfigYaml(const DaemonOptions& options);
