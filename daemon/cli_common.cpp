@@ -45,13 +45,14 @@ po::variables_map Parse(const std::string& command, const std::vector<std::strin
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    // --help wins over missing required arguments, so it is checked first.
+    if (vm.count("help")) {
+      std::cout << "usage: cairn " << command << " [options]\n" << all;
+      throw UsageError("");
+    }
     po::notify(vm);
   } catch (const po::error& e) {
     throw UsageError("cairn " + command + ": " + e.what() + " (see cairn " + command + " --help)");
-  }
-  if (vm.count("help")) {
-    std::cout << "usage: cairn " << command << " [options]\n" << all;
-    throw UsageError("");
   }
   return vm;
 }

@@ -113,6 +113,20 @@ std::string Shorten(std::string text, size_t limit = 60) {
 
 std::string Optional(const std::optional<std::string>& value) { return value.value_or("-"); }
 
+// Parses a subcommand whose one positional argument is a run id, and checks
+// that it is one.
+std::pair<po::variables_map, std::string> ParseWithRun(const std::string& command,
+                                                       const std::vector<std::string>& args,
+                                                       po::options_description& options) {
+  options.add_options()("run", po::value<std::string>()->required(), "run id");
+  po::positional_options_description positional;
+  positional.add("run", 1);
+  auto vm = Parse(command, args, options, positional);
+  std::string id = vm["run"].as<std::string>();
+  ValidateRunId(id);
+  return {std::move(vm), std::move(id)};
+}
+
 store::Connection Connect(const po::variables_map& vm, const std::string& command) {
   return store::Connection(DatabaseOptions(vm, "cairn " + command));
 }
@@ -158,13 +172,9 @@ int RunStart(const std::vector<std::string>& args) {
 int RunShow(const std::vector<std::string>& args) {
   po::options_description options("cairn show RUN: one run, its checkpoint and open waits");
   AddDatabaseOptions(options);
-  options.add_options()("run", po::value<std::string>()->required(), "run id")(
+  options.add_options()(
       "json", "print one JSON object");
-  po::positional_options_description positional;
-  positional.add("run", 1);
-  auto vm = Parse("show", args, options, positional);
-  const std::string id = vm["run"].as<std::string>();
-  ValidateRunId(id);
+  auto [vm, id] = ParseWithRun("show", args, options);
   auto connection = Connect(vm, "show");
   auto [run, waits] = connection.Transact([&](store::Tx& tx) {
     auto run = store::GetRun(tx, id);
@@ -259,15 +269,11 @@ int RunList(const std::vector<std::string>& args) {
 int RunHistory(const std::vector<std::string>& args) {
   po::options_description options("cairn history RUN: the run's audit events, oldest first");
   AddDatabaseOptions(options);
-  options.add_options()("run", po::value<std::string>()->required(), "run id")(
+  options.add_options()(
       "after", po::value<int64_t>()->default_value(0), "only events after this position")(
       "limit", po::value<int>()->default_value(store::kMaxHistoryPage), "page size, at most 1000")(
       "json", "print one JSON object: {events, next_position}");
-  po::positional_options_description positional;
-  positional.add("run", 1);
-  auto vm = Parse("history", args, options, positional);
-  const std::string id = vm["run"].as<std::string>();
-  ValidateRunId(id);
+  auto [vm, id] = ParseWithRun("history", args, options);
   auto connection = Connect(vm, "history");
   auto page = connection.Transact([&](store::Tx& tx) {
     if (!store::GetRun(tx, id)) throw NotFoundError("run " + id + " does not exist");
@@ -297,13 +303,9 @@ int RunHistory(const std::vector<std::string>& args) {
 int RunCancel(const std::vector<std::string>& args) {
   po::options_description options("cairn cancel RUN: cancel a run and its waits");
   AddDatabaseOptions(options);
-  options.add_options()("run", po::value<std::string>()->required(), "run id")(
+  options.add_options()(
       "reason", po::value<std::string>()->default_value("cancelled by operator"), "why");
-  po::positional_options_description positional;
-  positional.add("run", 1);
-  auto vm = Parse("cancel", args, options, positional);
-  const std::string id = vm["run"].as<std::string>();
-  ValidateRunId(id);
+  auto [vm, id] = ParseWithRun("cancel", args, options);
   auto connection = Connect(vm, "cancel");
   auto result = connection.Transact(
       [&](store::Tx& tx) { return store::CancelRun(tx, id, vm["reason"].as<std::string>()); });
@@ -360,12 +362,7 @@ int RunRetry(const std::vector<std::string>& args) {
   po::options_description options(
       "cairn retry RUN: restart a failed run at its failed step, checkpoint intact");
   AddDatabaseOptions(options);
-  options.add_options()("run", po::value<std::string>()->required(), "run id");
-  po::positional_options_description positional;
-  positional.add("run", 1);
-  auto vm = Parse("retry", args, options, positional);
-  const std::string id = vm["run"].as<std::string>();
-  ValidateRunId(id);
+  auto [vm, id] = ParseWithRun("retry", args, options);
   auto connection = Connect(vm, "retry");
   auto result = connection.Transact([&](store::Tx& tx) { return store::RetryRun(tx, id); });
   if (result.outcome == store::RetryOutcome::kNotFailed) {
