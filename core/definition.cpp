@@ -363,6 +363,17 @@ std::string FormatDuration(milliseconds duration) {
   return out;
 }
 
+StepDefinition StepDefinition::Compensation() const {
+  StepDefinition compensation;
+  compensation.name = compensate.value_or("");
+  compensation.run = compensation.name;
+  compensation.timeout = timeout;
+  compensation.transactional = transactional;
+  compensation.retry = retry;
+  compensation.source = source;
+  return compensation;
+}
+
 bool IsValidDefinitionName(std::string_view name) {
   if (name.empty() || name.size() > 128) return false;
   auto start = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; };

@@ -49,6 +49,11 @@ struct StepDefinition {
   std::optional<std::string> on_wait_timeout;
   RetryPolicy retry;
   std::string source;  // "file:line" where it was declared; not hashed
+
+  // The compensation as a step of its own: the plugin step `compensate`,
+  // with this step's timeout, retry policy and transactionality. Only for a
+  // step that has one.
+  StepDefinition Compensation() const;
 };
 
 struct WorkflowDefinition {

@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <random>
@@ -196,50 +197,17 @@ ExecutionEnd Executor::ExecuteLocked(Run& run, const std::atomic<bool>& stopping
                                                          : ExecutionEnd::kLost;
     }
     if (leases_.Lost(run.id)) return ExecutionEnd::kLost;
-    const std::string cursor = run.cursor.value_or(workflow->FirstStep());
-    if (resume_) {
-      // The signal's payload joins the context under the event's name; it
-      // commits with the first step that runs after the wait.
-      Resumed resumed;
-      resumed.correlation_key = resume_->correlation_key;
-      resumed.claimant = resume_->claimant;
-      run.context = MergeContext(run.context, Json{{resume_->event, resume_->payload}}, run,
-                                 cursor, run.attempt + 1, resumed.events);
-      RunEvent event;
-      event.run_id = run.id;
-      event.step = cursor;
-      event.attempt = run.attempt + 1;
-      event.kind = "resumed";
-      event.value = Json{{"event", resume_->event}, {"key", resume_->correlation_key}};
-      resumed.events.insert(resumed.events.begin(), std::move(event));
-      resumed_ = std::move(resumed);
-      resume_.reset();
-    }
-    const StepDefinition* step = workflow->FindStep(cursor);
-    if (!step) {
-      // Cannot happen for a run pinned to its definition; fail it visibly.
-      StepPlan plan;
-      plan.checkpoint.run_id = run.id;
-      plan.checkpoint.expected_version = run.version;
-      plan.checkpoint.context = run.context;
-      plan.checkpoint.cursor = cursor;
-      plan.checkpoint.status = RunStatus::kFailed;
-      plan.checkpoint.error = "the run's cursor names step \"" + cursor + "\", which workflow " +
-                              workflow->name + " v" + std::to_string(workflow->version) +
-                              " does not have";
-      RunEvent failed;
-      failed.run_id = run.id;
-      failed.step = cursor;
-      failed.kind = "failed";
-      failed.value = Json{{"error", *plan.checkpoint.error}, {"code", "unknown_step"}};
-      connection_->Autocommit(
-          [&](store::Tx& tx) { store::SaveCheckpoint(tx, plan.checkpoint, {failed}); });
-      return ExecutionEnd::kParked;
-    }
+    StepResult result;
     const auto step_started = std::chrono::steady_clock::now();
-    StepResult result = RunStep(run, *workflow, *step);
+    std::string step_name;
+    if (run.final_status) {
+      resume_.reset();  // an unwinding run's waits were cancelled or expired
+      result = RunCompensation(run, *workflow, step_name);
+    } else {
+      result = RunForwardStep(run, *workflow, step_name);
+    }
     if (options_.metrics) {
-      options_.metrics->StepEnded(workflow->name, step->name, result.outcome,
+      options_.metrics->StepEnded(workflow->name, step_name, result.outcome,
                                   std::chrono::steady_clock::now() - step_started, run.status);
     }
     if (result.end == StepResult::End::kLost) return ExecutionEnd::kLost;
@@ -247,8 +215,140 @@ ExecutionEnd Executor::ExecuteLocked(Run& run, const std::atomic<bool>& stopping
   }
 }
 
+Executor::StepResult Executor::RunForwardStep(Run& run, const WorkflowDefinition& workflow,
+                                              std::string& step_name) {
+  const std::string cursor = run.cursor.value_or(workflow.FirstStep());
+  step_name = cursor;
+  if (resume_) {
+    // The signal's payload joins the context under the event's name; it
+    // commits with the first step that runs after the wait.
+    Resumed resumed;
+    resumed.correlation_key = resume_->correlation_key;
+    resumed.claimant = resume_->claimant;
+    run.context = MergeContext(run.context, Json{{resume_->event, resume_->payload}}, run,
+                               cursor, run.attempt + 1, resumed.events);
+    RunEvent event;
+    event.run_id = run.id;
+    event.step = cursor;
+    event.attempt = run.attempt + 1;
+    event.kind = "resumed";
+    event.value = Json{{"event", resume_->event}, {"key", resume_->correlation_key}};
+    resumed.events.insert(resumed.events.begin(), std::move(event));
+    resumed_ = std::move(resumed);
+    resume_.reset();
+  }
+  const StepDefinition* step = workflow.FindStep(cursor);
+  if (!step) {
+    // Cannot happen for a run pinned to its definition; fail it visibly.
+    return CommitAlone(run, PlanRunFailure(
+                                run, cursor, run.attempt + 1,
+                                FailureOutcome("unknown_step",
+                                               "the run's cursor names step \"" + cursor +
+                                                   "\", which workflow " + workflow.name + " v" +
+                                                   std::to_string(workflow.version) +
+                                                   " does not have",
+                                               false),
+                                options_.lease));
+  }
+  return RunStep(run, workflow, *step, [&](const StepOutcome& outcome) {
+    return PlanStep(run, workflow, *step, outcome, JitterSample(), options_.lease);
+  });
+}
+
+Executor::StepResult Executor::RunCompensation(Run& run, const WorkflowDefinition& workflow,
+                                               std::string& step_name) {
+  const std::string top =
+      run.compensations.empty() ? std::string() : run.compensations.back().get<std::string>();
+  const StepDefinition* compensated = workflow.FindStep(top);
+  if (!compensated || !compensated->compensate) {
+    // Cannot happen for a run pinned to its definition; stop unwinding visibly.
+    StepDefinition unknown;
+    unknown.name = top;
+    unknown.compensate = top;
+    step_name = top;
+    return CommitAlone(
+        run, PlanCompensation(run, unknown,
+                              FailureOutcome("unknown_step",
+                                             "the run's compensation stack names step \"" + top +
+                                                 "\", which has no compensation in workflow " +
+                                                 workflow.name + " v" +
+                                                 std::to_string(workflow.version),
+                                             false),
+                              JitterSample(), options_.lease));
+  }
+  const StepDefinition compensation = compensated->Compensation();
+  step_name = compensation.name;
+  return RunStep(run, workflow, compensation, [&](const StepOutcome& outcome) {
+    return PlanCompensation(run, *compensated, outcome, JitterSample(), options_.lease);
+  });
+}
+
+CheckpointResult Executor::Commit(store::Tx& tx, StepPlan& plan) {
+  early_.reset();
+  if (plan.wait) {
+    // A wait whose signal already arrived (the inbox) turns the plan into
+    // "continue at once", resuming on this slot.
+    WaitRecord wait = store::SaveWait(tx, *plan.wait);
+    if (wait.status == WaitStatus::kResuming) {
+      plan.checkpoint.status = RunStatus::kRunning;
+      early_ = store::Resume{wait.correlation_key, wait.event,
+                             wait.payload.value_or(Json::object()), wait.claimant.value_or("")};
+    }
+  }
+  std::vector<RunEvent> events;
+  if (resumed_) {
+    events = resumed_->events;
+    store::CompleteWait(tx, resumed_->correlation_key, resumed_->claimant);
+  }
+  const std::size_t first_plan_event = events.size();
+  events.insert(events.end(), plan.events.begin(), plan.events.end());
+  const std::optional<std::string> report_to =
+      plan.wait && plan.wait->children ? std::optional(plan.wait->correlation_key) : std::nullopt;
+  auto started = events.begin() + static_cast<std::ptrdiff_t>(first_plan_event);
+  for (const auto& [workflow, input] : plan.children) {
+    started = std::find_if(started, events.end(),
+                           [](const RunEvent& event) { return event.kind == "child_started"; });
+    (*started->value)["id"] = store::StartChildRun(tx, plan.checkpoint.run_id, report_to, workflow, input);
+    ++started;
+  }
+  CheckpointResult committed = store::SaveCheckpoint(tx, plan.checkpoint, events);
+  for (const auto& [key, payload] : plan.signals) store::Signal(tx, key, payload);
+  return committed;
+}
+
+Executor::StepResult Executor::Adopt(Run& run, const StepPlan& plan,
+                                     const CheckpointResult& committed) {
+  resumed_.reset();  // its wait is RESUMED and its events are history now
+  if (early_) resume_ = std::move(early_);
+  early_.reset();
+  run.version = committed.version;
+  run.context = plan.checkpoint.context;
+  run.cursor = plan.checkpoint.cursor;
+  run.attempt = plan.checkpoint.attempt;
+  run.status = committed.status;
+  run.error = plan.checkpoint.error;
+  run.compensations = plan.checkpoint.compensations;
+  run.final_status = plan.checkpoint.final_status;
+  leases_.Update(run.id, run.version);
+  StepResult result;
+  result.outcome = StepOutcomeLabel(plan.events);
+  result.end = run.status == RunStatus::kRunning ? StepResult::End::kContinue
+                                                 : StepResult::End::kParked;
+  return result;
+}
+
+Executor::StepResult Executor::CommitAlone(Run& run, StepPlan plan) {
+  // A plan that is one statement commits without an explicit transaction.
+  const bool one_statement =
+      !plan.wait && !resumed_ && plan.signals.empty() && plan.children.empty();
+  auto commit = [&](store::Tx& tx) { return Commit(tx, plan); };
+  CheckpointResult committed =
+      one_statement ? connection_->Autocommit(commit) : connection_->Transact(commit);
+  return Adopt(run, plan, committed);
+}
+
 Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workflow,
-                                       const StepDefinition& step) {
+                                       const StepDefinition& step, const Planner& plan_for) {
   auto log = [&](spdlog::level::level_enum level, const std::string& message) {
     spdlog::log(level, "run {} workflow {} step {} attempt {}: {}", run.id, workflow.name,
                 step.name, run.attempt + 1, message);
@@ -263,56 +363,6 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
   invocation->call.step = step.name;
   invocation->call.attempt = run.attempt + 1;
 
-  std::optional<store::Resume> early;  // a signal found in the inbox, taken up by adopt
-  // Applies a committed plan to the slot's copy of the run.
-  auto adopt = [&](const StepPlan& plan, const CheckpointResult& committed) {
-    resumed_.reset();  // its wait is RESUMED and its events are history now
-    if (early) resume_ = std::move(early);
-    run.version = committed.version;
-    run.context = plan.checkpoint.context;
-    run.cursor = plan.checkpoint.cursor;
-    run.attempt = plan.checkpoint.attempt;
-    run.status = committed.status;
-    leases_.Update(run.id, run.version);
-    StepResult result;
-    result.outcome = StepOutcomeLabel(plan.events);
-    result.end = run.status == RunStatus::kRunning ? StepResult::End::kContinue
-                                                   : StepResult::End::kParked;
-    return result;
-  };
-  // Writes the plan; a wait whose signal already arrived (the inbox) turns
-  // the plan into "continue at once", resuming on this slot.
-  auto commit = [&](store::Tx& tx, StepPlan& plan) {
-    early.reset();
-    if (plan.wait) {
-      WaitRecord wait = store::SaveWait(tx, *plan.wait);
-      if (wait.status == WaitStatus::kResuming) {
-        plan.checkpoint.status = RunStatus::kRunning;
-        early = store::Resume{wait.correlation_key, wait.event,
-                              wait.payload.value_or(Json::object()), wait.claimant.value_or("")};
-      }
-    }
-    std::vector<RunEvent> events;
-    if (resumed_) {
-      events = resumed_->events;
-      store::CompleteWait(tx, resumed_->correlation_key, resumed_->claimant);
-    }
-    events.insert(events.end(), plan.events.begin(), plan.events.end());
-    CheckpointResult committed = store::SaveCheckpoint(tx, plan.checkpoint, events);
-    for (const auto& [key, payload] : plan.signals) store::Signal(tx, key, payload);
-    return committed;
-  };
-  // A plan that is one statement commits without an explicit transaction.
-  auto commit_alone = [&](StepPlan& plan) {
-    if (plan.wait || resumed_ || !plan.signals.empty()) {
-      return connection_->Transact([&](store::Tx& tx) { return commit(tx, plan); });
-    }
-    return connection_->Autocommit([&](store::Tx& tx) { return commit(tx, plan); });
-  };
-  auto plan_for = [&](const StepOutcome& outcome) {
-    return PlanStep(run, workflow, step, outcome, JitterSample(), options_.lease);
-  };
-
   std::optional<StepOutcome> failure;  // to commit in a transaction of its own
   try {
     if (!plugin_step) {
@@ -324,8 +374,7 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
       if (outcome->kind == OutcomeKind::kFail) {
         failure = *outcome;
       } else {
-        StepPlan plan = plan_for(*outcome);
-        return adopt(plan, commit_alone(plan));
+        return CommitAlone(run, plan_for(*outcome));
       }
     } else {
       StepPlan plan;
@@ -338,9 +387,9 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
         if (sql_failure) throw RollBackStep{FailureOutcome("sql", *sql_failure, true)};
         if (outcome->kind == OutcomeKind::kFail) throw RollBackStep{*outcome};
         plan = plan_for(*outcome);
-        return commit(tx, plan);
+        return Commit(tx, plan);
       });
-      return adopt(plan, committed);
+      return Adopt(run, plan, committed);
     }
   } catch (const RollBackStep& rollback) {
     failure = rollback.failure;
@@ -348,22 +397,22 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
     log(spdlog::level::warn, std::string("lost the run: ") + e.what());
     return {StepResult::End::kLost};
   } catch (const Error& e) {
-    if (e.kind() == ErrorKind::kPermanent || e.kind() == ErrorKind::kConflict) {
-      failure = FailureOutcome("checkpoint", e.what(), false);
-    } else {
-      // Transient or in doubt: whether the commit landed is unknown. Never
-      // repeat it blindly; the lease expires and the run is recovered from
-      // whatever the database holds.
+    if (e.kind() == ErrorKind::kTransient || e.kind() == ErrorKind::kInDoubt) {
+      // Whether the commit landed is unknown. Never repeat it blindly; the
+      // lease expires and the run is recovered from whatever the database
+      // holds.
       log(spdlog::level::warn, std::string("checkpoint not confirmed: ") + e.what());
       return {StepResult::End::kLost};
     }
+    // The commit was refused (an unknown child workflow, invalid input, a
+    // constraint): nothing of it landed, and trying again cannot help.
+    failure = FailureOutcome("checkpoint", e.what(), false);
   }
 
   log(failure->retryable ? spdlog::level::warn : spdlog::level::err,
       failure->error_code + ": " + failure->error_message);
   try {
-    StepPlan plan = plan_for(*failure);
-    return adopt(plan, commit_alone(plan));
+    return CommitAlone(run, plan_for(*failure));
   } catch (const std::exception& e) {
     log(spdlog::level::warn, std::string("recording the failure failed: ") + e.what());
     return {StepResult::End::kLost};

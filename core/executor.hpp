@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -14,6 +15,7 @@
 #include "lease_book.hpp"
 #include "model.hpp"
 #include "plugin_loader.hpp"
+#include "step_plan.hpp"
 #include "store.hpp"
 
 namespace cairn {
@@ -51,8 +53,23 @@ class Executor {
 
  private:
   struct StepResult;
+  // Turns a step's outcome into what its commit writes.
+  using Planner = std::function<StepPlan(const StepOutcome&)>;
   ExecutionEnd ExecuteLocked(Run& run, const std::atomic<bool>& stopping);
-  StepResult RunStep(Run& run, const WorkflowDefinition& workflow, const StepDefinition& step);
+  // The step at the cursor, or the compensation at the top of the stack of
+  // an unwinding run; step_name receives what ran.
+  StepResult RunForwardStep(Run& run, const WorkflowDefinition& workflow, std::string& step_name);
+  StepResult RunCompensation(Run& run, const WorkflowDefinition& workflow, std::string& step_name);
+  StepResult RunStep(Run& run, const WorkflowDefinition& workflow, const StepDefinition& step,
+                     const Planner& plan_for);
+  // Writes a plan in the caller's transaction: the wait, the completion of
+  // the wait the run resumed from, the children, the checkpoint with its
+  // events, the signals.
+  CheckpointResult Commit(store::Tx& tx, StepPlan& plan);
+  // Commits a plan in a transaction of its own (one statement when it can).
+  StepResult CommitAlone(Run& run, StepPlan plan);
+  // Applies a committed plan to the slot's copy of the run.
+  StepResult Adopt(Run& run, const StepPlan& plan, const CheckpointResult& committed);
   bool Release(const Run& run, std::chrono::milliseconds delay);
 
   // A wait the run resumes from, claimed by a signal: merged into the context
@@ -64,6 +81,9 @@ class Executor {
   };
   std::optional<store::Resume> resume_;
   std::optional<Resumed> resumed_;
+  // A signal the last commit found in the inbox for its wait: taken up as
+  // resume_ once the commit is adopted.
+  std::optional<store::Resume> early_;
 
   std::unique_ptr<store::Connection> connection_;
   const DefinitionSet& definitions_;

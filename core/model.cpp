@@ -65,6 +65,10 @@ bool IsFinished(RunStatus status) {
          status == RunStatus::kCancelled || status == RunStatus::kCompensationFailed;
 }
 
+std::string_view ToString(ChildWait mode) {
+  return mode == ChildWait::kAll ? "all" : "first";
+}
+
 std::string_view ToString(WaitStatus status) {
   for (const auto& [value, name] : kWaitStatusNames) {
     if (value == status) return name;

@@ -22,8 +22,8 @@ enum class RunStatus {
   kCompleted,
   kFailed,
   kCancelled,
-  kCompensating,
-  kCompensationFailed,
+  kCompensating,        // failed or cancelled; its compensations are due (claimable)
+  kCompensationFailed,  // a compensation failed for good; `cairn retry` resumes it
 };
 
 std::string_view ToString(RunStatus status);
@@ -53,6 +53,15 @@ struct Run {
   std::optional<std::string> error;
   std::optional<std::string> parent_run_id;
   std::optional<std::string> cancel_reason;
+  // Steps with a compensation that committed, in commit order (JSON array of
+  // step names); unwinding pops from the end.
+  Json compensations = Json::array();
+  // Set once the run unwinds: the status it ends in (failed or cancelled)
+  // when its compensations are done. While set, the run executes
+  // compensations, not steps.
+  std::optional<RunStatus> final_status;
+  // A child run: the parent's wait it reports to when it finishes.
+  std::optional<std::string> parent_wait_key;
   std::string created_at;
   std::string updated_at;
   std::optional<std::string> finished_at;
@@ -87,7 +96,7 @@ struct Checkpoint {
   std::optional<std::string> cursor;
   RunStatus status = RunStatus::kRunning;
   int attempt = 0;
-  // For kReady: due after this many milliseconds (database time), or at run_at.
+  // For kReady and kCompensating: due after this many milliseconds (database time), or at run_at.
   int64_t delay_ms = 0;
   std::optional<std::string> run_at;
   // For kRunning: the lease is extended by this much from database now(),
@@ -96,6 +105,8 @@ struct Checkpoint {
   std::optional<std::string> lease_owner;
   std::optional<Json> output;
   std::optional<std::string> error;
+  Json compensations = Json::array();       // the run's compensation stack after this step
+  std::optional<RunStatus> final_status;    // see Run::final_status
 };
 
 struct CheckpointResult {
@@ -114,7 +125,11 @@ struct RunEvent {
   std::string created_at;
 };
 
-enum class CancelOutcome { kCancelled, kAlreadyFinished };
+enum class CancelOutcome {
+  kCancelled,        // cancelled now (status cancelled, or compensating first)
+  kAlreadyFinished,  // nothing changed
+  kCompensating,     // already unwinding after a failure or cancel: nothing changed
+};
 
 struct CancelResult {
   CancelOutcome outcome = CancelOutcome::kCancelled;
@@ -146,6 +161,9 @@ enum class WaitStatus { kWaiting, kResuming, kResumed, kCancelled, kExpired };
 std::string_view ToString(WaitStatus status);
 WaitStatus ParseWaitStatus(std::string_view name);
 
+enum class ChildWait { kAll, kFirst };
+std::string_view ToString(ChildWait mode);
+
 struct NewWait {
   std::string correlation_key;
   std::string run_id;
@@ -153,6 +171,9 @@ struct NewWait {
   std::string continuation_step;
   std::optional<std::string> timeout_step;
   std::optional<int64_t> timeout_ms;  // absent: never expires
+  // A wait for the child runs the step started: resumes when all of them, or
+  // the first of them, finished. Absent: a wait for a signal.
+  std::optional<ChildWait> children;
 };
 
 struct WaitRecord {
@@ -161,6 +182,7 @@ struct WaitRecord {
   std::string event;
   std::string continuation_step;
   std::optional<std::string> timeout_step;
+  std::optional<ChildWait> children;  // a wait for child runs
   WaitStatus status = WaitStatus::kWaiting;
   std::optional<Json> payload;
   std::optional<std::string> claimant;

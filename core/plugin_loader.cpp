@@ -193,15 +193,18 @@ std::optional<std::string> RefusalOf(std::string_view sql) {
 
 // ---- The host function table ------------------------------------------------
 
-// The last outcome call wins; context updates and signals made along the
-// way are kept whatever the outcome (a failure drops them later, in one place).
+// The last outcome call wins; context updates, signals and child runs made
+// along the way are kept whatever the outcome (a failure drops them later, in
+// one place).
 void ChooseOutcome(cairn_step_ctx* ctx, OutcomeKind kind) {
   Json updates = std::move(ctx->outcome.context_updates);
   auto signals = std::move(ctx->outcome.signals);
+  auto children = std::move(ctx->outcome.children);
   ctx->outcome = StepOutcome{};
   ctx->outcome.kind = kind;
   ctx->outcome.context_updates = std::move(updates);
   ctx->outcome.signals = std::move(signals);
+  ctx->outcome.children = std::move(children);
 }
 
 // A call no correct plugin makes: remembered (the step will fail
@@ -438,6 +441,62 @@ cairn_result HostSignal(cairn_step_ctx* ctx, const char* key, cairn_bytes payloa
   }
 }
 
+cairn_result HostStartChild(cairn_step_ctx* ctx, const char* workflow, cairn_bytes input_json) {
+  if (ctx == nullptr) return CAIRN_ERROR;
+  try {
+    ctx->last_error.clear();
+    if (workflow == nullptr || *workflow == '\0') {
+      return PluginMistake(ctx, "start_child: empty workflow name");
+    }
+    std::optional<Json> input = ParseJson(input_json, /*empty_is_null=*/true);
+    if (input && input->is_null() && input_json.len == 0) input = Json::object();
+    if (!input || !input->is_object()) {
+      return PluginMistake(ctx, std::string("start_child: the input of a child of '") + workflow +
+                                    "' is not a JSON object");
+    }
+    ctx->outcome.children.emplace_back(workflow, std::move(*input));
+    return CAIRN_OK;
+  } catch (const std::exception& e) {
+    return PluginMistake(ctx, std::string("start_child: ") + e.what());
+  } catch (...) {
+    return CAIRN_ERROR;
+  }
+}
+
+cairn_result HostWaitChildren(cairn_step_ctx* ctx, cairn_child_wait mode, const char* event,
+                              int64_t timeout_ms) {
+  if (ctx == nullptr) return CAIRN_ERROR;
+  try {
+    ctx->last_error.clear();
+    ChildWait wait;
+    switch (mode) {
+      case CAIRN_CHILDREN_ALL:
+        wait = ChildWait::kAll;
+        break;
+      case CAIRN_CHILDREN_FIRST:
+        wait = ChildWait::kFirst;
+        break;
+      default:
+        return PluginMistake(
+            ctx, "wait_children: unknown mode " + std::to_string(static_cast<int>(mode)));
+    }
+    if (ctx->outcome.children.empty()) {
+      return PluginMistake(ctx,
+                           "wait_children: the step started no child run (call start_child "
+                           "first, in the same invocation)");
+    }
+    ChooseOutcome(ctx, OutcomeKind::kWait);
+    ctx->outcome.wait_children = wait;
+    ctx->outcome.wait_event = event != nullptr && *event != '\0' ? event : "children";
+    if (timeout_ms >= 0) ctx->outcome.wait_timeout_ms = timeout_ms;
+    return CAIRN_OK;
+  } catch (const std::exception& e) {
+    return PluginMistake(ctx, std::string("wait_children: ") + e.what());
+  } catch (...) {
+    return CAIRN_ERROR;
+  }
+}
+
 const char* HostLastError(cairn_step_ctx* ctx) {
   return ctx == nullptr ? "" : ctx->last_error.c_str();
 }
@@ -459,6 +518,8 @@ const cairn_host_api kHostApi = {
     .sql_exec = &HostSqlExec,
     .last_error = &HostLastError,
     .signal = &HostSignal,
+    .start_child = &HostStartChild,
+    .wait_children = &HostWaitChildren,
 };
 
 // ---- The adapter ------------------------------------------------------------

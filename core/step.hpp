@@ -23,7 +23,10 @@ struct StepOutcome {
   Json context_updates = Json::object();
   std::string jump_to;            // kJump: the step name
   std::string wait_event;         // kWait
-  std::string wait_key;           // kWait: correlation key
+  std::string wait_key;           // kWait: correlation key (none for wait_children)
+  // kWait for the child runs this step starts: all of them or the first to
+  // finish; their summaries join the context under wait_event.
+  std::optional<ChildWait> wait_children;
   std::optional<int64_t> wait_timeout_ms;  // kWait
   std::optional<int64_t> sleep_ms;         // kSleep: duration
   std::optional<std::string> sleep_until;  // kSleep: timestamptz text
@@ -34,6 +37,9 @@ struct StepOutcome {
   // Signals to other runs (correlation key, payload), sent in the step's
   // commit; dropped when the step fails.
   std::vector<std::pair<std::string, Json>> signals;
+  // Child runs to start (workflow, input), in the step's commit; dropped
+  // when the step fails.
+  std::vector<std::pair<std::string, Json>> children;
 };
 
 // Lets a transactional step run parameterized SQL inside the checkpoint's

@@ -59,6 +59,74 @@ Json MergeContext(const Json& context, const Json& updates, const Run& run,
   return merged;
 }
 
+namespace {
+
+// The checkpoint a step of `run` starts from: nothing changes unless the
+// plan says so.
+Checkpoint BaseCheckpoint(const Run& run, const std::string& cursor,
+                          std::chrono::milliseconds lease) {
+  Checkpoint cp;
+  cp.run_id = run.id;
+  cp.expected_version = run.version;
+  cp.lease_ms = lease.count();
+  cp.context = run.context;
+  cp.cursor = cursor;
+  cp.attempt = 0;  // attempts used by the step at the cursor; a new step starts afresh
+  cp.compensations = run.compensations;
+  cp.final_status = run.final_status;
+  return cp;
+}
+
+Json FailureDetail(const StepOutcome& failure) {
+  return {{"error", failure.error_message}, {"code", failure.error_code}};
+}
+
+// The failure is retried when the policy allows: the run is due again after
+// the jittered backoff, in `due_status`. Returns false when it is not.
+bool PlanRetry(StepPlan& plan, const Run& run, const std::string& step, const RetryPolicy& retry,
+               const StepOutcome& failure, int attempt, double jitter_sample, Json detail,
+               RunStatus due_status) {
+  if (!failure.retryable || !retry.IsRetryable(failure.error_code) ||
+      attempt >= retry.max_attempts) {
+    return false;
+  }
+  auto delay = Jittered(retry.BackoffBefore(attempt + 1), retry.jitter, jitter_sample);
+  plan.checkpoint.status = due_status;
+  plan.checkpoint.attempt = attempt;
+  plan.checkpoint.delay_ms = delay.count();
+  plan.checkpoint.error = failure.error_message;
+  detail["retry_in_ms"] = delay.count();
+  plan.events.push_back(Lifecycle(run, step, attempt, "retried", std::move(detail)));
+  return true;
+}
+
+}  // namespace
+
+std::string ChildWaitKey(const Run& run) {
+  return "children:" + run.id + ":" + std::to_string(run.version);
+}
+
+StepPlan PlanRunFailure(const Run& run, const std::string& step, int attempt,
+                        const StepOutcome& failure, std::chrono::milliseconds lease) {
+  StepPlan plan;
+  Checkpoint& cp = plan.checkpoint;
+  cp = BaseCheckpoint(run, step, lease);
+  cp.error = failure.error_message;
+  cp.attempt = attempt;  // a failed run shows the attempts it used
+  plan.events.push_back(Lifecycle(run, step, attempt, "failed", FailureDetail(failure)));
+  if (!run.compensations.empty()) {
+    // Unwind on this slot at once; attempts now count the compensation's.
+    cp.status = RunStatus::kRunning;
+    cp.final_status = RunStatus::kFailed;
+    cp.attempt = 0;
+    plan.events.push_back(Lifecycle(run, step, attempt, "compensating",
+                                    Json{{"compensations", run.compensations.size()}}));
+  } else {
+    cp.status = RunStatus::kFailed;
+  }
+  return plan;
+}
+
 StepPlan PlanStep(const Run& run, const WorkflowDefinition& workflow, const StepDefinition& step,
                   const StepOutcome& given, double jitter_sample,
                   std::chrono::milliseconds lease) {
@@ -74,53 +142,46 @@ StepPlan PlanStep(const Run& run, const WorkflowDefinition& workflow, const Step
                                  std::to_string(workflow.version) + " does not have",
                              false);
   }
-  if (outcome.kind == OutcomeKind::kWait && (outcome.wait_key.empty() || !next_step)) {
-    outcome = FailureOutcome("invalid_wait",
-                             outcome.wait_key.empty()
-                                 ? "step " + step.name + " waited without a correlation key"
-                                 : "step " + step.name +
-                                       " waited but is the last step: there is no step to "
-                                       "continue at",
-                             false);
+  if (outcome.kind == OutcomeKind::kWait) {
+    std::optional<std::string> problem;
+    if (outcome.wait_children && outcome.children.empty()) {
+      problem = "step " + step.name + " waited for child runs but started none";
+    } else if (!outcome.wait_children && outcome.wait_key.empty()) {
+      problem = "step " + step.name + " waited without a correlation key";
+    } else if (!next_step) {
+      problem = "step " + step.name + " waited but is the last step: there is no step to " +
+                "continue at";
+    }
+    if (problem) outcome = FailureOutcome("invalid_wait", *problem, false);
+  }
+
+  if (outcome.kind == OutcomeKind::kFail) {
+    // A failed step's context changes are discarded with its attempt.
+    StepPlan plan;
+    plan.checkpoint = BaseCheckpoint(run, step.name, lease);
+    if (PlanRetry(plan, run, step.name, step.retry, outcome, attempt, jitter_sample,
+                  FailureDetail(outcome), RunStatus::kReady)) {
+      return plan;
+    }
+    return PlanRunFailure(run, step.name, attempt, outcome, lease);
   }
 
   StepPlan plan;
   Checkpoint& cp = plan.checkpoint;
-  cp.run_id = run.id;
-  cp.expected_version = run.version;
-  cp.lease_ms = lease.count();
-  cp.context = run.context;
-  cp.cursor = step.name;
-  cp.attempt = 0;  // attempts used by the step at the cursor; a new step starts afresh
-
-  if (outcome.kind == OutcomeKind::kFail) {
-    // A failed step's context changes are discarded with its attempt.
-    bool retry = outcome.retryable && step.retry.IsRetryable(outcome.error_code) &&
-                 attempt < step.retry.max_attempts;
-    Json detail = {{"error", outcome.error_message}, {"code", outcome.error_code}};
-    cp.error = outcome.error_message;
-    if (retry) {
-      auto delay = Jittered(step.retry.BackoffBefore(attempt + 1), step.retry.jitter,
-                            jitter_sample);
-      cp.status = RunStatus::kReady;
-      cp.attempt = attempt;
-      cp.delay_ms = delay.count();
-      detail["retry_in_ms"] = delay.count();
-      plan.events.push_back(Lifecycle(run, step.name, attempt, "retried", detail));
-    } else {
-      cp.status = RunStatus::kFailed;
-      cp.attempt = attempt;
-      plan.events.push_back(Lifecycle(run, step.name, attempt, "failed", detail));
-    }
-    return plan;
-  }
-
+  cp = BaseCheckpoint(run, step.name, lease);
   cp.context = MergeContext(run.context, outcome.context_updates, run, step.name, attempt,
                             plan.events);
+  if (step.compensate) cp.compensations.push_back(step.name);
   plan.events.push_back(Lifecycle(run, step.name, attempt, "step_committed"));
   plan.signals = outcome.signals;
   for (const auto& [key, payload] : outcome.signals) {
     plan.events.push_back(Lifecycle(run, step.name, attempt, "signal_sent", Json{{"key", key}}));
+  }
+  plan.children = outcome.children;
+  for (const auto& [workflow, input] : outcome.children) {
+    // The commit adds the id the child gets.
+    plan.events.push_back(
+        Lifecycle(run, step.name, attempt, "child_started", Json{{"workflow", workflow}}));
   }
 
   auto complete = [&](Json output) {
@@ -163,15 +224,19 @@ StepPlan PlanStep(const Run& run, const WorkflowDefinition& workflow, const Step
       cp.status = RunStatus::kWaiting;
       cp.cursor = *next_step;
       NewWait wait;
-      wait.correlation_key = outcome.wait_key;
+      wait.correlation_key = outcome.wait_children ? ChildWaitKey(run) : outcome.wait_key;
       wait.run_id = run.id;
-      wait.event = outcome.wait_event.empty() ? outcome.wait_key : outcome.wait_event;
+      wait.event = !outcome.wait_event.empty() ? outcome.wait_event
+                   : outcome.wait_children     ? "children"
+                                               : outcome.wait_key;
       wait.continuation_step = *next_step;
       wait.timeout_step = step.on_wait_timeout;
       wait.timeout_ms = outcome.wait_timeout_ms;
+      wait.children = outcome.wait_children;
       plan.wait = wait;
-      plan.events.push_back(Lifecycle(run, step.name, attempt, "waiting",
-                                      Json{{"event", wait.event}, {"key", wait.correlation_key}}));
+      Json detail = {{"event", wait.event}, {"key", wait.correlation_key}};
+      if (wait.children) detail["children"] = ToString(*wait.children);
+      plan.events.push_back(Lifecycle(run, step.name, attempt, "waiting", std::move(detail)));
       break;
     }
     case OutcomeKind::kComplete:
@@ -179,6 +244,59 @@ StepPlan PlanStep(const Run& run, const WorkflowDefinition& workflow, const Step
       break;
     case OutcomeKind::kFail:
       break;  // handled above
+  }
+  return plan;
+}
+
+StepPlan PlanCompensation(const Run& run, const StepDefinition& compensated,
+                          const StepOutcome& given, double jitter_sample,
+                          std::chrono::milliseconds lease) {
+  const int attempt = run.attempt + 1;
+  const std::string name = compensated.compensate.value_or("");
+  StepOutcome outcome = given;
+  if (outcome.kind != OutcomeKind::kFail &&
+      ((outcome.kind != OutcomeKind::kNext && outcome.kind != OutcomeKind::kComplete) ||
+       !outcome.children.empty())) {
+    outcome = FailureOutcome("invalid_compensation",
+                             "compensation " + name + " of step " + compensated.name +
+                                 " may only finish or fail: it cannot wait, sleep, jump or "
+                                 "start child runs",
+                             false);
+  }
+
+  StepPlan plan;
+  Checkpoint& cp = plan.checkpoint;
+  cp = BaseCheckpoint(run, run.cursor.value_or(compensated.name), lease);
+  if (outcome.kind == OutcomeKind::kFail) {
+    Json detail = FailureDetail(outcome);
+    detail["for"] = compensated.name;
+    if (PlanRetry(plan, run, name, compensated.retry, outcome, attempt, jitter_sample, detail,
+                  RunStatus::kCompensating)) {
+      cp.error = run.error;  // the run's error stays the reason it unwinds
+      return plan;
+    }
+    cp.status = RunStatus::kCompensationFailed;
+    cp.attempt = attempt;
+    cp.error = outcome.error_message;
+    plan.events.push_back(Lifecycle(run, name, attempt, "compensation_failed", detail));
+    return plan;
+  }
+
+  cp.context = MergeContext(run.context, outcome.context_updates, run, name, attempt, plan.events);
+  cp.compensations.erase(cp.compensations.size() - 1);
+  plan.events.push_back(Lifecycle(run, name, attempt, "compensated", Json{{"for", compensated.name}}));
+  plan.signals = outcome.signals;
+  for (const auto& [key, payload] : outcome.signals) {
+    plan.events.push_back(Lifecycle(run, name, attempt, "signal_sent", Json{{"key", key}}));
+  }
+  if (cp.compensations.empty()) {
+    cp.status = run.final_status.value_or(RunStatus::kFailed);
+    cp.error = run.error;
+    plan.events.push_back(Lifecycle(run, name, attempt, "compensations_done",
+                                    Json{{"status", ToString(cp.status)}}));
+  } else {
+    cp.status = RunStatus::kRunning;
+    cp.error = run.error;
   }
   return plan;
 }

@@ -18,12 +18,34 @@ struct StepPlan {
   std::vector<RunEvent> events;
   std::optional<NewWait> wait;
   std::vector<std::pair<std::string, Json>> signals;  // sent in the same commit
+  // Child runs (workflow, input) started in the same commit; they report to
+  // the plan's wait when it is a wait for children. events holds one
+  // "child_started" event per child, in this order, for the commit to add
+  // the child's id to.
+  std::vector<std::pair<std::string, Json>> children;
 };
 
 // run is the state before the step; jitter_sample is uniform in [0, 1) and
 // spreads retry backoff by the policy's jitter fraction.
 StepPlan PlanStep(const Run& run, const WorkflowDefinition& workflow, const StepDefinition& step,
                   const StepOutcome& outcome, double jitter_sample, std::chrono::milliseconds lease);
+
+// The plan of a run that fails for good at `step` (attempt `attempt`): it
+// ends failed, or unwinds first when steps with a compensation committed.
+StepPlan PlanRunFailure(const Run& run, const std::string& step, int attempt,
+                        const StepOutcome& failure, std::chrono::milliseconds lease);
+
+// The plan after the compensation of `compensated` (the step at the top of
+// the run's compensation stack) ran with `outcome`: pop it and go on, end
+// the run when the stack is empty, retry by the step's policy, or end in
+// compensation_failed.
+StepPlan PlanCompensation(const Run& run, const StepDefinition& compensated,
+                          const StepOutcome& outcome, double jitter_sample,
+                          std::chrono::milliseconds lease);
+
+// The correlation key of the wait for the children a step starts: unique per
+// run and checkpoint version.
+std::string ChildWaitKey(const Run& run);
 
 // A failure outcome for problems found by cairn rather than reported by the
 // step (timeout, refused SQL, unknown jump target).

@@ -201,6 +201,9 @@ Run DecodeRun(const pqxx::row& row) {
   run.error = OptionalText(row["error"]);
   run.parent_run_id = OptionalText(row["parent_run_id"]);
   run.cancel_reason = OptionalText(row["cancel_reason"]);
+  run.compensations = JsonField(row["compensations"]);
+  if (!row["final_status"].is_null()) run.final_status = ParseRunStatus(row["final_status"].c_str());
+  run.parent_wait_key = OptionalText(row["parent_wait_key"]);
   run.created_at = row["created_at"].c_str();
   run.updated_at = row["updated_at"].c_str();
   run.finished_at = OptionalText(row["finished_at"]);
@@ -227,6 +230,10 @@ WaitRecord DecodeWait(const pqxx::row& row) {
   wait.event = row["event"].c_str();
   wait.continuation_step = row["continuation_step"].c_str();
   wait.timeout_step = OptionalText(row["timeout_step"]);
+  if (!row["children"].is_null()) {
+    wait.children = std::string_view(row["children"].c_str()) == "all" ? ChildWait::kAll
+                                                                       : ChildWait::kFirst;
+  }
   wait.status = ParseWaitStatus(row["status"].c_str());
   wait.payload = OptionalJson(row["payload"]);
   wait.claimant = OptionalText(row["claimant"]);

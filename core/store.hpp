@@ -169,12 +169,17 @@ int64_t ExpireWaits(Tx& tx, int limit = 1000);
 // Drops inbox signals nobody waited for within their retention.
 int64_t CleanupInbox(Tx& tx, int limit = 1000);
 
-enum class RetryOutcome { kRetried, kNotFailed };
+enum class RetryOutcome {
+  kRetried,
+  kNotFailed,    // nothing changed; status says what the run is
+  kCompensated,  // failed and its steps were undone: nothing changed, start a new run
+};
 struct RetryResult {
   RetryOutcome outcome = RetryOutcome::kRetried;
   RunStatus status = RunStatus::kReady;  // for kNotFailed: the status the run has
 };
-// Restarts a failed run at its failed step with a fresh attempt budget.
+// Restarts a failed run at its failed step with a fresh attempt budget, or a
+// run whose compensation failed at that compensation.
 // NotFoundError for an unknown run.
 RetryResult RetryRun(Tx& tx, const std::string& run_id);
 
@@ -222,6 +227,12 @@ struct StartRequest {
 // Starts a run through the schema's start_run SQL function (the same path an
 // application uses); returns the run id. NotFoundError for an unknown workflow.
 std::string StartRun(Tx& tx, const StartRequest& request);
+// Starts a child run of the newest registered definition of `workflow`; with
+// parent_wait_key it reports to that wait of the parent when it finishes.
+// Returns its id. NotFoundError for an unknown workflow.
+std::string StartChildRun(Tx& tx, const std::string& parent_run_id,
+                          const std::optional<std::string>& parent_wait_key,
+                          const std::string& workflow, const Json& input);
 
 std::vector<Run> ClaimRuns(Tx& tx, const std::vector<std::string>& queues,
                            const std::vector<std::string>& definition_hashes, int limit,

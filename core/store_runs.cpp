@@ -50,7 +50,9 @@ CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& c, const std::vector<R
   pqxx::result rows =
       t.Exec("save_checkpoint", c.run_id, c.expected_version, c.context.dump(), c.cursor,
              std::string(ToString(c.status)), c.attempt, c.run_at, c.delay_ms, c.lease_owner,
-             c.lease_ms, output, c.error, EventsJson(events));
+             c.lease_ms, output, c.error, EventsJson(events), c.compensations.dump(),
+             c.final_status ? std::optional<std::string>(ToString(*c.final_status))
+                            : std::nullopt);
   if (rows.empty()) {
     pqxx::result current = t.Exec("run_version", c.run_id);
     if (current.empty()) throw NotFoundError("run " + c.run_id + " does not exist");
@@ -64,8 +66,9 @@ CancelResult CancelRun(Tx& tx, const std::string& run_id, const std::string& rea
   const std::string_view outcome = row["outcome"].c_str();
   if (outcome == "unknown") throw NotFoundError("run " + run_id + " does not exist");
   CancelResult result;
-  result.outcome =
-      outcome == "cancelled" ? CancelOutcome::kCancelled : CancelOutcome::kAlreadyFinished;
+  result.outcome = outcome == "cancelled"      ? CancelOutcome::kCancelled
+                   : outcome == "compensating" ? CancelOutcome::kCompensating
+                                               : CancelOutcome::kAlreadyFinished;
   result.status = ParseRunStatus(row["run_status"].c_str());
   result.version = row["run_version"].as<int64_t>();
   result.waits_cancelled = row["waits_cancelled"].as<int>();

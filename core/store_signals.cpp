@@ -50,7 +50,9 @@ RetryResult RetryRun(Tx& tx, const std::string& run_id) {
   const std::string_view outcome = row["outcome"].c_str();
   if (outcome == "unknown") throw NotFoundError("run " + run_id + " does not exist");
   RetryResult result;
-  result.outcome = outcome == "retried" ? RetryOutcome::kRetried : RetryOutcome::kNotFailed;
+  result.outcome = outcome == "retried"       ? RetryOutcome::kRetried
+                   : outcome == "compensated" ? RetryOutcome::kCompensated
+                                              : RetryOutcome::kNotFailed;
   result.status = ParseRunStatus(row["run_status"].c_str());
   return result;
 }

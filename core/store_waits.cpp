@@ -16,7 +16,9 @@ WaitRecord SaveWait(Tx& tx, const NewWait& wait) {
   if (wait.correlation_key.empty()) throw InvalidArgumentError("wait correlation key is empty");
   try {
     Internal(tx).Exec("create_wait", wait.correlation_key, wait.run_id, wait.event,
-                      wait.continuation_step, wait.timeout_step, wait.timeout_ms);
+                      wait.continuation_step, wait.timeout_step, wait.timeout_ms,
+                      wait.children ? std::optional<std::string>(ToString(*wait.children))
+                                    : std::nullopt);
     return *GetWait(tx, wait.correlation_key);
   } catch (const DatabaseError& e) {
     if (e.sqlstate() == "23505") {

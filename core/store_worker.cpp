@@ -24,16 +24,31 @@ std::string ArrayLiteral(const std::vector<std::string>& values) {
 
 }  // namespace
 
-std::string StartRun(Tx& tx, const StartRequest& r) {
+namespace {
+
+// Runs a statement that starts a run; an unknown workflow is NotFoundError.
+template <typename... Params>
+std::string StartingRun(Tx& tx, const char* query, const Params&... params) {
   try {
-    return Internal(tx)
-        .Exec("start_run", r.workflow, r.input.dump(), r.key, r.queue, r.priority, r.run_at,
-              r.namespace_name, r.version)[0][0]
-        .c_str();
+    return Internal(tx).Exec(query, params...)[0][0].c_str();
   } catch (const DatabaseError& e) {
     if (e.sqlstate() == "P0002") throw NotFoundError(e.what());
     throw;
   }
+}
+
+}  // namespace
+
+std::string StartRun(Tx& tx, const StartRequest& r) {
+  return StartingRun(tx, "start_run", r.workflow, r.input.dump(), r.key, r.queue, r.priority,
+                     r.run_at, r.namespace_name, r.version);
+}
+
+std::string StartChildRun(Tx& tx, const std::string& parent_run_id,
+                          const std::optional<std::string>& parent_wait_key,
+                          const std::string& workflow, const Json& input) {
+  return StartingRun(tx, "start_child_run", parent_run_id, parent_wait_key, workflow,
+                     input.dump());
 }
 
 std::unordered_map<RunStatus, int64_t> CountRuns(Tx& tx) {

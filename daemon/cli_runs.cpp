@@ -82,6 +82,9 @@ Json RunToJson(const Run& run) {
           {"lease_expires_at", optional(run.lease_expires_at)},
           {"parent_run_id", optional(run.parent_run_id)},
           {"cancel_reason", optional(run.cancel_reason)},
+          {"compensations", run.compensations},
+          {"final_status", run.final_status ? Json(std::string(ToString(*run.final_status)))
+                                            : Json()},
           {"created_at", run.created_at},
           {"updated_at", run.updated_at},
           {"finished_at", optional(run.finished_at)}};
@@ -92,6 +95,7 @@ Json WaitToJson(const WaitRecord& wait) {
           {"event", wait.event},
           {"status", std::string(ToString(wait.status))},
           {"continuation_step", wait.continuation_step},
+          {"children", wait.children ? Json(std::string(ToString(*wait.children))) : Json()},
           {"expires_at", wait.expires_at ? Json(*wait.expires_at) : Json()},
           {"payload", wait.payload ? *wait.payload : Json()}};
 }
@@ -309,12 +313,22 @@ int RunCancel(const std::vector<std::string>& args) {
   auto connection = Connect(vm, "cancel");
   auto result = connection.Transact(
       [&](store::Tx& tx) { return store::CancelRun(tx, id, vm["reason"].as<std::string>()); });
-  if (result.outcome == CancelOutcome::kAlreadyFinished) {
-    std::cout << "run " << id << " had already finished (" << ToString(result.status)
-              << "); nothing changed\n";
-    return kExitAlreadyDone;
+  switch (result.outcome) {
+    case CancelOutcome::kAlreadyFinished:
+      std::cout << "run " << id << " had already finished (" << ToString(result.status)
+                << "); nothing changed\n";
+      return kExitAlreadyDone;
+    case CancelOutcome::kCompensating:
+      std::cout << "run " << id << " is already running its compensations; nothing changed\n";
+      return kExitAlreadyDone;
+    case CancelOutcome::kCancelled:
+      break;
   }
-  std::cout << "run " << id << " cancelled (" << result.waits_cancelled << " waits cancelled)\n";
+  std::cout << "run " << id << " cancelled (" << result.waits_cancelled << " waits cancelled)"
+            << (result.status == RunStatus::kCompensating
+                    ? "; its compensations run now, then it ends cancelled"
+                    : "")
+            << "\n";
   return kExitOk;
 }
 
@@ -360,17 +374,29 @@ int RunSignal(const std::vector<std::string>& args) {
 
 int RunRetry(const std::vector<std::string>& args) {
   po::options_description options(
-      "cairn retry RUN: restart a failed run at its failed step, checkpoint intact");
+      "cairn retry RUN: restart a failed run at its failed step, checkpoint intact, or a "
+      "compensation_failed run at its failed compensation");
   AddDatabaseOptions(options);
   auto [vm, id] = ParseWithRun("retry", args, options);
   auto connection = Connect(vm, "retry");
   auto result = connection.Transact([&](store::Tx& tx) { return store::RetryRun(tx, id); });
-  if (result.outcome == store::RetryOutcome::kNotFailed) {
-    std::cerr << "cairn retry: run " << id << " is " << ToString(result.status)
-              << ", not failed; nothing changed\n";
-    return kExitConflict;
+  switch (result.outcome) {
+    case store::RetryOutcome::kNotFailed:
+      std::cerr << "cairn retry: run " << id << " is " << ToString(result.status)
+                << ", not failed; nothing changed\n";
+      return kExitConflict;
+    case store::RetryOutcome::kCompensated:
+      std::cerr << "cairn retry: run " << id
+                << " failed and its compensations undid its steps; start a new run instead. "
+                   "Nothing changed\n";
+      return kExitConflict;
+    case store::RetryOutcome::kRetried:
+      break;
   }
-  std::cout << "run " << id << " is ready again at its failed step\n";
+  std::cout << "run " << id
+            << (result.status == RunStatus::kCompensating
+                    ? " resumes its compensations at the one that failed\n"
+                    : " is ready again at its failed step\n");
   return kExitOk;
 }
 

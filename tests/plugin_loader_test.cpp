@@ -1,7 +1,8 @@
 // PluginRegistry and the C ABI adapter, through the real loader and the real
 // plugins built into CAIRN_PLUGIN_DIR (noop, example, test_steps) and the
 // fixtures in CAIRN_PLUGIN_DIR/fixtures. No database: a transactional step
-// gets RecordingSql, this test's own StepSql, which records statements.
+// gets RecordingSql, this test's own StepSql, which records statements. The
+// SDK is also driven directly against a fake (older) host table.
 #include "plugin_loader.hpp"
 
 #include <cairn/plugin.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cairn/sdk.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -181,6 +183,23 @@ TEST(PluginRegistry, RefusesANewerMinorNamingBothVersions) {
   EXPECT_NE(message.find("ABI " + Version(CAIRN_ABI_MAJOR, CAIRN_ABI_MINOR)), std::string::npos)
       << message;
   EXPECT_TRUE(registry.List().empty());
+}
+
+TEST(PluginRegistry, AcceptsEveryOlderMinorOfTheSameMajor) {
+  // Plugins built for ABI 1.0 and 1.1 keep loading on a 1.2 host (the
+  // fixture claims the minor the environment gives it).
+  for (int minor = 0; minor <= CAIRN_ABI_MINOR; ++minor) {
+    ::setenv("CAIRN_TEST_FIXTURE_ABI_MINOR", std::to_string(minor).c_str(), 1);
+    PluginRegistry registry;
+    registry.LoadFile(FixtureFile("duplicate_step"));
+    ::unsetenv("CAIRN_TEST_FIXTURE_ABI_MINOR");
+    ASSERT_EQ(registry.List().size(), 1u) << minor;
+    EXPECT_EQ(registry.List()[0].abi_major, CAIRN_ABI_MAJOR);
+    EXPECT_EQ(registry.List()[0].abi_minor, minor);
+    const StepOutcome o = Invocation{}.Run(registry, "noop");
+    EXPECT_EQ(o.kind, OutcomeKind::kNext) << minor;
+  }
+  EXPECT_GE(CAIRN_ABI_MINOR, 2);
 }
 
 TEST(PluginRegistry, RefusesAMissingFileOrDirectory) {
@@ -514,6 +533,147 @@ TEST_F(PluginRegistryTest, TheStepSeesWhatTheHostPasses) {
                             {"context", inv.context}}));
 }
 
+TEST_F(PluginRegistryTest, StartChildrenStartsChildRunsAndWaitsForThem) {
+  Invocation inv;
+  inv.input = {{"children",
+                {{{"workflow", "child_wf"}, {"input", {{"n", 1}}}},
+                 {{"workflow", "other_wf"}, {"input", {{"n", 2}, {"fail", true}}}}}},
+               {"child_wait", "all"},
+               {"children_event", "kids"},
+               {"children_timeout_ms", 1500}};
+  StepOutcome o = inv.Run(registry_, "start_children");
+  ASSERT_EQ(o.kind, OutcomeKind::kWait) << o.error_message;
+  EXPECT_EQ(o.wait_children, ChildWait::kAll);
+  EXPECT_EQ(o.wait_event, "kids");
+  EXPECT_TRUE(o.wait_key.empty());
+  EXPECT_EQ(o.wait_timeout_ms, 1500);
+  ASSERT_EQ(o.children.size(), 2u);
+  EXPECT_EQ(o.children[0].first, "child_wf");
+  EXPECT_EQ(o.children[0].second, (Json{{"n", 1}}));
+  EXPECT_EQ(o.children[1].first, "other_wf");
+  EXPECT_EQ(o.children[1].second, (Json{{"n", 2}, {"fail", true}}));
+
+  inv.input = {{"children", {{{"workflow", "child_wf"}}}}, {"child_wait", "first"}};
+  o = inv.Run(registry_, "start_children");
+  ASSERT_EQ(o.kind, OutcomeKind::kWait) << o.error_message;
+  EXPECT_EQ(o.wait_children, ChildWait::kFirst);
+  EXPECT_EQ(o.wait_event, "children");
+  EXPECT_FALSE(o.wait_timeout_ms.has_value());
+  ASSERT_EQ(o.children.size(), 1u);
+  EXPECT_EQ(o.children[0].second, Json::object());
+
+  // Without child_wait the children start and the run goes on.
+  inv.input = {{"children", {{{"workflow", "child_wf"}}}}};
+  o = inv.Run(registry_, "start_children");
+  EXPECT_EQ(o.kind, OutcomeKind::kNext);
+  EXPECT_FALSE(o.wait_children.has_value());
+  EXPECT_EQ(o.children.size(), 1u);
+
+  // Waiting without children is a plugin mistake.
+  inv.input = {{"child_wait", "all"}};
+  o = inv.Run(registry_, "start_children");
+  EXPECT_EQ(o.kind, OutcomeKind::kFail);
+  EXPECT_FALSE(o.retryable);
+  EXPECT_EQ(o.error_code, "plugin_error");
+  EXPECT_TRUE(o.children.empty());
+
+  // An empty workflow name is refused (and fails the step).
+  inv.input = {{"children", {{{"input", {{"n", 1}}}}}}};
+  o = inv.Run(registry_, "start_children");
+  EXPECT_EQ(o.kind, OutcomeKind::kFail);
+  EXPECT_FALSE(o.retryable);
+  EXPECT_EQ(o.error_code, "plugin_error");
+  EXPECT_NE(o.error_message.find("empty workflow name"), std::string::npos) << o.error_message;
+  EXPECT_TRUE(o.children.empty());
+}
+
+TEST_F(PluginRegistryTest, ChildWorkCompletesOrFails) {
+  Invocation inv;
+  StepOutcome o = inv.Run(registry_, "child_work");
+  ASSERT_EQ(o.kind, OutcomeKind::kComplete);
+  EXPECT_EQ(o.output, (Json{{"n", 0}, {"run_id", "run-1"}}));
+
+  inv.input = {{"n", 7}, {"sleep_ms", 5}};
+  o = inv.Run(registry_, "child_work");
+  ASSERT_EQ(o.kind, OutcomeKind::kComplete);
+  EXPECT_EQ(o.output, (Json{{"n", 7}, {"run_id", "run-1"}}));
+
+  inv.input = {{"n", 7}, {"fail", true}};
+  o = inv.Run(registry_, "child_work");
+  EXPECT_EQ(o.kind, OutcomeKind::kFail);
+  EXPECT_FALSE(o.retryable);
+  EXPECT_EQ(o.error_code, "child_failed");
+}
+
+TEST_F(PluginRegistryTest, JournalStepsWriteTheirInvokedName) {
+  for (const char* step : {"journal", "undo_a", "undo_b", "undo_c"}) {
+    RecordingSql sql;
+    Invocation inv;
+    inv.input = {{"journal", "t.journal"}};
+    inv.sql = &sql;
+    inv.attempt = 2;
+    const StepOutcome o = inv.Run(registry_, step);
+    EXPECT_EQ(o.kind, OutcomeKind::kNext) << step << ": " << o.error_message;
+    ASSERT_EQ(sql.statements.size(), 1u) << step;
+    EXPECT_EQ(sql.statements[0].sql,
+              "INSERT INTO \"t\".\"journal\" (run_id, step, attempt) VALUES ($1, $2, $3)");
+    EXPECT_EQ(sql.statements[0].params, Json::array({"run-1", step, 2}));
+  }
+
+  Invocation bad;
+  RecordingSql sql;
+  bad.input = {{"journal", "t.journal; drop"}};
+  bad.sql = &sql;
+  const StepOutcome o = bad.Run(registry_, "journal");
+  EXPECT_EQ(o.kind, OutcomeKind::kFail);
+  EXPECT_FALSE(o.retryable);
+  EXPECT_EQ(o.error_code, "bad_input");
+  EXPECT_TRUE(sql.statements.empty());
+}
+
+TEST_F(PluginRegistryTest, UndoGatedWritesOnlyThroughAnOpenGate) {
+  for (const Json& gate :
+       {Json::array(), Json::array({{{"open", false}}}), Json::array({{{"open", nullptr}}})}) {
+    RecordingSql sql;
+    sql.respond = [&](const std::string&, const Json&) { return gate; };
+    Invocation inv;
+    inv.input = {{"gate", "t.gate"}, {"journal", "t.journal"}};
+    inv.sql = &sql;
+    const StepOutcome o = inv.Run(registry_, "undo_gated");
+    EXPECT_EQ(o.kind, OutcomeKind::kFail) << gate;
+    EXPECT_FALSE(o.retryable);
+    EXPECT_EQ(o.error_code, "gate_closed");
+    ASSERT_EQ(sql.statements.size(), 1u);
+    EXPECT_EQ(sql.statements[0].sql, "SELECT open FROM \"t\".\"gate\"");
+  }
+
+  RecordingSql sql;
+  sql.respond = [](const std::string& statement, const Json&) {
+    return statement.rfind("SELECT", 0) == 0 ? Json::array({{{"open", true}}}) : Json::array();
+  };
+  Invocation inv;
+  inv.input = {{"gate", "t.gate"}, {"journal", "t.journal"}};
+  inv.sql = &sql;
+  const StepOutcome o = inv.Run(registry_, "undo_gated");
+  EXPECT_EQ(o.kind, OutcomeKind::kNext) << o.error_message;
+  ASSERT_EQ(sql.statements.size(), 2u);
+  EXPECT_EQ(sql.statements[1].params, Json::array({"run-1", "undo_gated", 1}));
+}
+
+TEST_F(PluginRegistryTest, TxInsertSlowInsertsThenSleeps) {
+  RecordingSql sql;
+  Invocation inv;
+  inv.input = {{"table", "shop.rows"}, {"sleep_ms", 1}};
+  inv.sql = &sql;
+  const StepOutcome o = inv.Run(registry_, "tx_insert_slow");
+  EXPECT_EQ(o.kind, OutcomeKind::kNext) << o.error_message;
+  EXPECT_EQ(o.context_updates, (Json{{"inserted", true}}));
+  ASSERT_EQ(sql.statements.size(), 1u);
+  EXPECT_EQ(sql.statements[0].sql,
+            "INSERT INTO \"shop\".\"rows\" (run_id, attempt) VALUES ($1, $2)");
+  EXPECT_EQ(sql.statements[0].params, Json::array({"run-1", 1}));
+}
+
 TEST_F(PluginRegistryTest, AnExceptionBecomesARetryableFailure) {
   StepOutcome o = Invocation{}.Run(registry_, "throws");
   EXPECT_EQ(o.kind, OutcomeKind::kFail);
@@ -690,6 +850,117 @@ TEST_F(RawAbiTest, AStepCannotIgnoreADatabaseError) {
 TEST_F(RawAbiTest, ThePluginSeesAConsistentHostTable) {
   const StepOutcome o = Invocation{}.Run(registry_, "raw_check_host");
   EXPECT_EQ(o.context_updates["host_ok"], true);
+}
+
+// ---- Child runs (ABI 1.2) -----------------------------------------------------
+
+TEST_F(RawAbiTest, WaitChildrenParksTheRunForTheChildrenItStarted) {
+  StepOutcome o = Invocation{}.Run(registry_, "raw_children_first");
+  ASSERT_EQ(o.kind, OutcomeKind::kWait) << o.error_message;
+  EXPECT_EQ(o.wait_children, ChildWait::kFirst);
+  EXPECT_EQ(o.wait_event, "kids");
+  EXPECT_TRUE(o.wait_key.empty());
+  EXPECT_EQ(o.wait_timeout_ms, 5000);
+  ASSERT_EQ(o.children.size(), 2u);
+  EXPECT_EQ(o.children[0].first, "child_wf");
+  EXPECT_EQ(o.children[0].second, (Json{{"n", 1}}));
+  EXPECT_EQ(o.children[1].first, "other_wf");
+  EXPECT_EQ(o.children[1].second, Json::object());  // len 0 means {}
+
+  o = Invocation{}.Run(registry_, "raw_children_all");
+  ASSERT_EQ(o.kind, OutcomeKind::kWait) << o.error_message;
+  EXPECT_EQ(o.wait_children, ChildWait::kAll);
+  EXPECT_EQ(o.wait_event, "children");  // NULL event
+  EXPECT_FALSE(o.wait_timeout_ms.has_value());
+  EXPECT_EQ(o.children.size(), 1u);
+}
+
+TEST_F(RawAbiTest, ChildrenSurviveALaterOutcomeCall) {
+  const StepOutcome o = Invocation{}.Run(registry_, "raw_child_then_next");
+  ASSERT_EQ(o.kind, OutcomeKind::kNext) << o.error_message;
+  EXPECT_FALSE(o.wait_children.has_value());
+  EXPECT_TRUE(o.wait_event.empty());
+  EXPECT_FALSE(o.wait_timeout_ms.has_value());
+  ASSERT_EQ(o.children.size(), 2u);
+  EXPECT_EQ(o.children[0].second, (Json{{"n", 1}}));
+  EXPECT_EQ(o.children[1].second, (Json{{"n", 2}}));
+}
+
+TEST_F(RawAbiTest, FailAfterStartChildIsAFailure) {
+  // Like signals, the children ride along with a kFail outcome; the step plan
+  // drops both for a failed step, so none starts.
+  const StepOutcome o = Invocation{}.Run(registry_, "raw_child_then_fail");
+  EXPECT_EQ(o.kind, OutcomeKind::kFail);
+  EXPECT_TRUE(o.retryable);
+  EXPECT_EQ(o.error_code, "later");
+  EXPECT_FALSE(o.wait_children.has_value());
+}
+
+TEST_F(RawAbiTest, MisusingChildRunsFailsTheStepPermanently) {
+  StepOutcome o = Invocation{}.Run(registry_, "raw_wait_without_child");
+  EXPECT_EQ(o.kind, OutcomeKind::kFail);
+  EXPECT_FALSE(o.retryable);
+  EXPECT_EQ(o.error_code, "plugin_error");
+  EXPECT_NE(o.error_message.find("wait_children"), std::string::npos) << o.error_message;
+  EXPECT_FALSE(o.wait_children.has_value());
+
+  o = Invocation{}.Run(registry_, "raw_child_not_object");
+  EXPECT_EQ(o.kind, OutcomeKind::kFail);
+  EXPECT_FALSE(o.retryable);
+  EXPECT_EQ(o.error_code, "plugin_error");
+  EXPECT_NE(o.error_message.find("not a JSON object"), std::string::npos) << o.error_message;
+  EXPECT_TRUE(o.children.empty());
+
+  o = Invocation{}.Run(registry_, "raw_child_no_workflow");
+  EXPECT_EQ(o.kind, OutcomeKind::kFail);
+  EXPECT_FALSE(o.retryable);
+  EXPECT_EQ(o.error_code, "plugin_error");
+  EXPECT_NE(o.error_message.find("empty workflow name"), std::string::npos) << o.error_message;
+}
+
+// ---- The SDK on an older host -----------------------------------------------
+
+// A host table as a 1.1 host has it (no start_child, no wait_children) that
+// records the fail() call the SDK makes.
+struct OldHost {
+  static inline std::string code;
+  static inline std::string message;
+  static inline int retryable = -1;
+  static cairn_result Fail(cairn_step_ctx*, int r, const char* c, const char* m) {
+    retryable = r;
+    code = c != nullptr ? c : "";
+    message = m != nullptr ? m : "";
+    return CAIRN_OK;
+  }
+};
+
+TEST(SdkOnAnOlderHost, ChildRunsNeedAbi12) {
+  cairn_host_api host{};
+  host.struct_size = offsetof(cairn_host_api, signal) + sizeof(host.signal);
+  host.abi_major = CAIRN_ABI_MAJOR;
+  host.abi_minor = 1;
+  host.fail = &OldHost::Fail;
+  cairn_step_call call{};
+  call.struct_size = sizeof(call);
+  call.host = &host;
+
+  const sdk::StepDef start{"start", [](sdk::StepContext& ctx) {
+                             ctx.start_child("child_wf");
+                             return sdk::Next();
+                           }};
+  EXPECT_EQ(sdk::detail::InvokeStep(const_cast<sdk::StepDef*>(&start), &call, nullptr),
+            CAIRN_ERROR);
+  EXPECT_EQ(OldHost::code, "plugin_error");
+  EXPECT_EQ(OldHost::retryable, 0);
+  EXPECT_NE(OldHost::message.find("older than ABI 1.2"), std::string::npos) << OldHost::message;
+
+  OldHost::code.clear();
+  OldHost::message.clear();
+  const sdk::StepDef wait{
+      "wait", [](sdk::StepContext&) { return sdk::WaitChildren(sdk::ChildWait::kAll); }};
+  EXPECT_EQ(sdk::detail::InvokeStep(const_cast<sdk::StepDef*>(&wait), &call, nullptr), CAIRN_ERROR);
+  EXPECT_EQ(OldHost::code, "plugin_error");
+  EXPECT_NE(OldHost::message.find("older than ABI 1.2"), std::string::npos) << OldHost::message;
 }
 
 }  // namespace

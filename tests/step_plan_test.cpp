@@ -476,5 +476,156 @@ TEST(MergeContext, NestedValuesAreReplacedWhole) {
   EXPECT_EQ(events[0].value, std::optional<Json>(Json{{"a", 1}}));
 }
 
+// Compensation: a workflow whose first two steps have one.
+WorkflowDefinition CompensatedWorkflow() {
+  WorkflowDefinition workflow = MakeWorkflow();
+  workflow.steps[0].compensate = "release";
+  workflow.steps[1].compensate = "refund";
+  return workflow;
+}
+
+TEST(PlanStep, StepWithACompensationPushesItOnTheStackWhenItCommits) {
+  const WorkflowDefinition workflow = CompensatedWorkflow();
+  cairn::Run run = MakeRun();
+  StepPlan plan = PlanStep(run, workflow, workflow.steps[0], Outcome(OutcomeKind::kNext), 0.5,
+                           kLease);
+  EXPECT_EQ(plan.checkpoint.compensations, Json::array({"reserve"}));
+  EXPECT_FALSE(plan.checkpoint.final_status.has_value());
+
+  run.compensations = Json::array({"reserve"});
+  run.cursor = "charge";
+  plan = PlanStep(run, workflow, workflow.steps[1], Failure("flaky"), 0.5, kLease);
+  EXPECT_EQ(plan.checkpoint.compensations, Json::array({"reserve"}))
+      << "a step that did not commit owes no compensation";
+  plan = PlanStep(run, workflow, workflow.steps[2], Outcome(OutcomeKind::kNext), 0.5, kLease);
+  EXPECT_EQ(plan.checkpoint.compensations, Json::array({"reserve"}))
+      << "a step without a compensation adds nothing";
+}
+
+TEST(PlanStep, FailingForGoodWithCommittedCompensationsUnwindsOnTheSlot) {
+  const WorkflowDefinition workflow = CompensatedWorkflow();
+  cairn::Run run = MakeRun();
+  run.compensations = Json::array({"reserve", "charge"});
+  run.cursor = "ship";
+  run.attempt = 2;  // the third attempt is the last
+  StepPlan plan = PlanStep(run, workflow, workflow.steps[2], Failure("flaky"), 0.5, kLease);
+  EXPECT_EQ(plan.checkpoint.status, RunStatus::kRunning);
+  EXPECT_EQ(plan.checkpoint.final_status, std::optional(RunStatus::kFailed));
+  EXPECT_EQ(plan.checkpoint.attempt, 0) << "attempts now count the compensation's";
+  EXPECT_EQ(plan.checkpoint.error, std::optional<std::string>("it went wrong"));
+  EXPECT_EQ(plan.checkpoint.compensations, Json::array({"reserve", "charge"}));
+  EXPECT_EQ(Kinds(plan), (std::vector<std::string>{"failed", "compensating"}));
+
+  run.compensations = Json::array();
+  plan = PlanStep(run, workflow, workflow.steps[2], Failure("flaky"), 0.5, kLease);
+  EXPECT_EQ(plan.checkpoint.status, RunStatus::kFailed);
+  EXPECT_FALSE(plan.checkpoint.final_status.has_value());
+  EXPECT_EQ(plan.checkpoint.attempt, 3);
+}
+
+cairn::Run Unwinding(RunStatus final_status) {
+  cairn::Run run = MakeRun();
+  run.cursor = "ship";
+  run.compensations = Json::array({"reserve", "charge"});
+  run.final_status = final_status;
+  run.error = "ship failed";
+  return run;
+}
+
+TEST(PlanCompensation, SuccessPopsTheTopAndContinuesWithTheNext) {
+  const WorkflowDefinition workflow = CompensatedWorkflow();
+  const cairn::Run run = Unwinding(RunStatus::kFailed);
+  StepOutcome outcome = Outcome(OutcomeKind::kNext);
+  outcome.context_updates = {{"refunded", true}};
+  StepPlan plan = PlanCompensation(run, workflow.steps[1], outcome, 0.5, kLease);
+  EXPECT_EQ(plan.checkpoint.status, RunStatus::kRunning);
+  EXPECT_EQ(plan.checkpoint.compensations, Json::array({"reserve"}));
+  EXPECT_EQ(plan.checkpoint.cursor, std::optional<std::string>("ship"))
+      << "the cursor keeps showing where the run stopped";
+  EXPECT_EQ(plan.checkpoint.context["refunded"], true);
+  EXPECT_EQ(plan.checkpoint.final_status, std::optional(RunStatus::kFailed));
+  ASSERT_EQ(Kinds(plan), (std::vector<std::string>{"context", "compensated"}));
+  EXPECT_EQ(plan.events[1].step, std::optional<std::string>("refund"));
+  EXPECT_EQ(plan.events[1].value, std::optional<Json>(Json{{"for", "charge"}}));
+}
+
+TEST(PlanCompensation, TheLastOneEndsTheRunInItsFinalStatus) {
+  const WorkflowDefinition workflow = CompensatedWorkflow();
+  for (RunStatus final_status : {RunStatus::kFailed, RunStatus::kCancelled}) {
+    cairn::Run run = Unwinding(final_status);
+    run.compensations = Json::array({"reserve"});
+    StepPlan plan =
+        PlanCompensation(run, workflow.steps[0], Outcome(OutcomeKind::kNext), 0.5, kLease);
+    EXPECT_EQ(plan.checkpoint.status, final_status);
+    EXPECT_EQ(plan.checkpoint.compensations, Json::array());
+    EXPECT_EQ(plan.checkpoint.error, std::optional<std::string>("ship failed"));
+    EXPECT_EQ(Kinds(plan), (std::vector<std::string>{"compensated", "compensations_done"}));
+  }
+}
+
+TEST(PlanCompensation, FailureIsRetriedByTheStepsPolicyThenEndsInCompensationFailed) {
+  const WorkflowDefinition workflow = CompensatedWorkflow();
+  cairn::Run run = Unwinding(RunStatus::kCancelled);
+  StepPlan plan = PlanCompensation(run, workflow.steps[1], Failure("flaky"), 0.5, kLease);
+  EXPECT_EQ(plan.checkpoint.status, RunStatus::kCompensating);
+  EXPECT_EQ(plan.checkpoint.attempt, 1);
+  EXPECT_EQ(plan.checkpoint.delay_ms, 1000);  // initial backoff, jitter sample 0.5
+  EXPECT_EQ(plan.checkpoint.compensations, Json::array({"reserve", "charge"}));
+  EXPECT_EQ(plan.checkpoint.error, std::optional<std::string>("ship failed"));
+  EXPECT_EQ(Kinds(plan), std::vector<std::string>{"retried"});
+
+  run.attempt = 2;
+  plan = PlanCompensation(run, workflow.steps[1], Failure("flaky"), 0.5, kLease);
+  EXPECT_EQ(plan.checkpoint.status, RunStatus::kCompensationFailed);
+  EXPECT_EQ(plan.checkpoint.compensations, Json::array({"reserve", "charge"}))
+      << "the failed compensation stays owed, for cairn retry";
+  EXPECT_EQ(plan.checkpoint.error, std::optional<std::string>("it went wrong"));
+  ASSERT_EQ(Kinds(plan), std::vector<std::string>{"compensation_failed"});
+  EXPECT_EQ((*plan.events[0].value)["for"], "charge");
+
+  run.attempt = 0;
+  plan = PlanCompensation(run, workflow.steps[1], Failure("card_declined"), 0.5, kLease);
+  EXPECT_EQ(plan.checkpoint.status, RunStatus::kCompensationFailed) << "non-retryable code";
+}
+
+TEST(PlanCompensation, ACompensationCannotWaitSleepJumpOrStartChildren) {
+  const WorkflowDefinition workflow = CompensatedWorkflow();
+  const cairn::Run run = Unwinding(RunStatus::kFailed);
+  StepOutcome wait = Outcome(OutcomeKind::kWait);
+  wait.wait_key = "k";
+  StepOutcome child = Outcome(OutcomeKind::kNext);
+  child.children = {{"sub", Json::object()}};
+  for (const StepOutcome& outcome :
+       {wait, Outcome(OutcomeKind::kSleep), Outcome(OutcomeKind::kJump), child}) {
+    StepPlan plan = PlanCompensation(run, workflow.steps[1], outcome, 0.5, kLease);
+    EXPECT_EQ(plan.checkpoint.status, RunStatus::kCompensationFailed);
+    EXPECT_THAT(plan.checkpoint.error.value_or(""), HasSubstr("may only finish or fail"));
+  }
+}
+
+TEST(PlanStep, WaitForChildrenUsesAKeyOfTheRunAndVersion) {
+  const WorkflowDefinition workflow = MakeWorkflow();
+  const cairn::Run run = MakeRun();
+  StepOutcome outcome = Outcome(OutcomeKind::kWait);
+  outcome.wait_children = ChildWait::kAll;
+  outcome.wait_timeout_ms = 5000;
+  outcome.children = {{"sub", {{"n", 1}}}, {"sub", {{"n", 2}}}};
+  StepPlan plan = PlanStep(run, workflow, workflow.steps[0], outcome, 0.5, kLease);
+  ASSERT_TRUE(plan.wait.has_value());
+  EXPECT_EQ(plan.wait->correlation_key, "children:" + run.id + ":17");
+  EXPECT_EQ(plan.wait->event, "children");
+  EXPECT_EQ(plan.wait->children, std::optional(ChildWait::kAll));
+  EXPECT_EQ(plan.wait->continuation_step, "charge");
+  EXPECT_EQ(plan.checkpoint.status, RunStatus::kWaiting);
+  EXPECT_EQ(plan.children.size(), 2u);
+  EXPECT_EQ(Kinds(plan), (std::vector<std::string>{"step_committed", "child_started",
+                                                   "child_started", "waiting"}));
+
+  outcome.children.clear();
+  plan = PlanStep(run, workflow, workflow.steps[0], outcome, 0.5, kLease);
+  EXPECT_EQ(plan.checkpoint.status, RunStatus::kFailed);
+  EXPECT_THAT(plan.checkpoint.error.value_or(""), HasSubstr("started none"));
+}
+
 }  // namespace
 }  // namespace cairn

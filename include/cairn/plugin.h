@@ -19,7 +19,8 @@
  *   - A step is a function pointer plus a user_data pointer. It receives the
  *     call (run id, step name, attempt, input and context as JSON) and an
  *     opaque context handle, and chooses its outcome by calling functions of
- *     the host table (next, jump, wait, sleep, complete, fail) on that handle.
+ *     the host table (next, jump, wait, wait_children, sleep, complete, fail)
+ *     on that handle.
  *     It returns a small result code (CAIRN_OK / CAIRN_RETRY / CAIRN_ERROR);
  *     details travel through host calls, never through the return value.
  *   - JSON crosses as UTF-8 bytes {data, len}; names, codes and messages as
@@ -52,7 +53,7 @@ extern "C" {
  * plugins bumps the major; an append to a struct or to the host table bumps
  * the minor. */
 #define CAIRN_ABI_MAJOR 1
-#define CAIRN_ABI_MINOR 1
+#define CAIRN_ABI_MINOR 2
 
 /* The one symbol a plugin exports. */
 #define CAIRN_PLUGIN_ENTRY_SYMBOL "cairn_plugin_entry"
@@ -89,6 +90,11 @@ typedef enum cairn_log_level {
   CAIRN_LOG_WARN = 2,
   CAIRN_LOG_ERROR = 3
 } cairn_log_level;
+
+/* Which child runs host->wait_children waits for (ABI 1.2): all the child runs
+ * the step started, or the first of them to finish.
+ * OWNERSHIP: a plain value. */
+typedef enum cairn_child_wait { CAIRN_CHILDREN_ALL = 0, CAIRN_CHILDREN_FIRST = 1 } cairn_child_wait;
 
 /* A byte buffer, used for UTF-8 JSON text. Not NUL-terminated in general, but
  * every buffer the HOST hands out also has data[len] == '\0', for the
@@ -127,10 +133,12 @@ typedef struct cairn_step_call {
  *   user_data  the pointer from the step's cairn_step_def, unchanged.
  *   call       the invocation (see cairn_step_call).
  *   ctx        the handle to pass to host calls.
- * Choose the outcome with host->next/jump/wait/sleep_ms/sleep_until/complete/
- * fail (the last call wins) and set context fields with host->set_context,
- * then return CAIRN_OK; or return CAIRN_RETRY / CAIRN_ERROR to fail (after
- * host->fail() for a specific code and message). The step body may run more
+ * Choose the outcome with host->next/jump/wait/wait_children/sleep_ms/
+ * sleep_until/complete/fail (the last call wins) and set context fields with
+ * host->set_context (and, from ABI 1.1 and 1.2, send signals with
+ * host->signal and start child runs with host->start_child), then return
+ * CAIRN_OK; or return CAIRN_RETRY / CAIRN_ERROR to fail (after host->fail()
+ * for a specific code and message). The step body may run more
  * than once for one checkpoint (at-least-once): make external side effects
  * idempotent, or use sql_exec in a transactional step.
  * C++ plugins: no exception may leave this function (the SDK makes sure).
@@ -265,7 +273,41 @@ typedef struct cairn_host_api {
    * OWNERSHIP: key and payload_json are plugin-owned; the host copies them. */
   cairn_result (*signal)(cairn_step_ctx* ctx, const char* key, cairn_bytes payload_json);
 
-  /* ABI 1.2 and later append functions here. */
+  /* ---- ABI 1.2 ---- */
+
+  /* Starts a child run of the newest registered definition of `workflow`
+   * with input_json (a JSON object; len 0 means {}), in the same transaction
+   * that commits this step, so the child starts exactly when the step's
+   * outcome commits (and not at all if the step fails). The child's parent is
+   * this run; cancelling the parent cancels its unfinished children. Calls
+   * made before a later outcome call survive it, like context updates and
+   * signals; several calls start several children, in call order. Returns
+   * CAIRN_ERROR for an empty workflow name or input that is not a JSON object
+   * (which also fails the step permanently with code "plugin_error"). An
+   * unknown workflow is found only when the step commits: the step then
+   * fails permanently. Check struct_size before calling: an older host lacks
+   * it.
+   * OWNERSHIP: workflow and input_json are plugin-owned; the host copies
+   * them. */
+  cairn_result (*start_child)(cairn_step_ctx* ctx, const char* workflow, cairn_bytes input_json);
+
+  /* Outcome: park the run until all (CAIRN_CHILDREN_ALL) or the first
+   * (CAIRN_CHILDREN_FIRST) of the child runs this step started (with
+   * start_child, in this invocation) have finished; then the run continues
+   * with the next step, and context[event] (event NULL or "" means
+   * "children") is a JSON array of {"id", "workflow", "status", "output",
+   * "error"} objects: every child in start order for CAIRN_CHILDREN_ALL, the
+   * one that finished first for CAIRN_CHILDREN_FIRST. timeout_ms < 0 waits
+   * forever; on timeout the step's on_wait_timeout applies, as for wait().
+   * Returns CAIRN_ERROR when no child was started before the call, or for an
+   * unknown mode (either also fails the step permanently with code
+   * "plugin_error"). Check struct_size before calling: an older host lacks
+   * it.
+   * OWNERSHIP: event is plugin-owned; the host copies it. */
+  cairn_result (*wait_children)(cairn_step_ctx* ctx, cairn_child_wait mode, const char* event,
+                                int64_t timeout_ms);
+
+  /* ABI 1.3 and later append functions here. */
 } cairn_host_api;
 
 /* The entry point every plugin exports (name: CAIRN_PLUGIN_ENTRY_SYMBOL).

@@ -55,11 +55,18 @@ class Failure : public std::runtime_error {
   bool retryable_;
 };
 
-// What a step decided. Build one with Next, Jump, Wait, Sleep, SleepUntil,
-// Complete, Fail or FailPermanent.
+// Which child runs WaitChildren waits for: all the children the step
+// started, or the first of them to finish.
+enum class ChildWait {
+  kAll = CAIRN_CHILDREN_ALL,
+  kFirst = CAIRN_CHILDREN_FIRST,
+};
+
+// What a step decided. Build one with Next, Jump, Wait, WaitChildren, Sleep,
+// SleepUntil, Complete, Fail or FailPermanent.
 class Outcome {
  public:
-  enum class Kind { kNext, kJump, kWait, kSleep, kSleepUntil, kComplete, kFail };
+  enum class Kind { kNext, kJump, kWait, kWaitChildren, kSleep, kSleepUntil, kComplete, kFail };
 
   Kind kind() const { return kind_; }
 
@@ -72,6 +79,15 @@ class Outcome {
         return host->jump(ctx, text_.c_str());
       case Kind::kWait:
         return host->wait(ctx, text_.c_str(), key_.c_str(), number_);
+      case Kind::kWaitChildren:
+        if (host->struct_size <
+            offsetof(cairn_host_api, wait_children) + sizeof(host->wait_children)) {
+          host->fail(ctx, 0, "plugin_error",
+                     "the host is older than ABI 1.2 and cannot wait for child runs");
+          return CAIRN_ERROR;
+        }
+        return host->wait_children(ctx, static_cast<cairn_child_wait>(mode_), text_.c_str(),
+                                   number_);
       case Kind::kSleep:
         return host->sleep_ms(ctx, number_);
       case Kind::kSleepUntil:
@@ -92,6 +108,8 @@ class Outcome {
   friend Outcome Jump(std::string step);
   friend Outcome Wait(std::string event, std::string key,
                       std::optional<std::chrono::milliseconds> timeout);
+  friend Outcome WaitChildren(ChildWait mode, std::string event,
+                              std::optional<std::chrono::milliseconds> timeout);
   friend Outcome Sleep(std::chrono::milliseconds duration);
   friend Outcome SleepUntil(std::string timestamptz);
   friend Outcome Complete(Json output);
@@ -104,7 +122,8 @@ class Outcome {
   std::string key_;     // wait correlation key, fail code
   int64_t number_ = 0;  // wait timeout (-1: none), sleep milliseconds
   bool retryable_ = true;
-  Json json_;  // complete output
+  ChildWait mode_ = ChildWait::kAll;  // wait-children mode
+  Json json_;                         // complete output
 };
 
 // Continue with the next step of the definition.
@@ -124,6 +143,21 @@ inline Outcome Wait(std::string event, std::string key,
   Outcome o(Outcome::Kind::kWait);
   o.text_ = std::move(event);
   o.key_ = std::move(key);
+  o.number_ = timeout ? static_cast<int64_t>(timeout->count()) : -1;
+  return o;
+}
+
+// Park the run until all (ChildWait::kAll) or the first (ChildWait::kFirst)
+// of the child runs this step started with StepContext::start_child have
+// finished; then the run continues with the next step and context[event] is
+// a JSON array of {"id", "workflow", "status", "output", "error"} for those
+// children. Without a timeout it waits forever; on timeout the step's
+// on_wait_timeout applies, as for Wait. Needs a host with ABI 1.2.
+inline Outcome WaitChildren(ChildWait mode, std::string event = "children",
+                            std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+  Outcome o(Outcome::Kind::kWaitChildren);
+  o.mode_ = mode;
+  o.text_ = std::move(event);
   o.number_ = timeout ? static_cast<int64_t>(timeout->count()) : -1;
   return o;
 }
@@ -220,6 +254,21 @@ class StepContext {
     }
     const std::string text = payload.dump();
     if (host()->signal(ctx_, key.c_str(), cairn_bytes{text.data(), text.size()}) != CAIRN_OK) {
+      throw Failure("plugin_error", host()->last_error(ctx_), false);
+    }
+  }
+
+  // Starts a child run of the newest definition of `workflow` with `input`
+  // (a JSON object), when this step commits (never if it fails). The child's
+  // parent is this run; return WaitChildren(...) to wait for the children.
+  void start_child(const std::string& workflow, const Json& input = Json::object()) {
+    if (host()->struct_size < offsetof(cairn_host_api, start_child) + sizeof(host()->start_child)) {
+      throw Failure("plugin_error", "the host is older than ABI 1.2 and cannot start child runs",
+                    false);
+    }
+    const std::string text = input.dump();
+    if (host()->start_child(ctx_, workflow.c_str(), cairn_bytes{text.data(), text.size()}) !=
+        CAIRN_OK) {
       throw Failure("plugin_error", host()->last_error(ctx_), false);
     }
   }

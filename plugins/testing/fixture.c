@@ -8,6 +8,10 @@
  *                                   variable CAIRN_TEST_MARKER when dlopen
  *                                   runs its constructor (proves the trust
  *                                   checks happen before dlopen)
+ * Every fixture with an entry point also claims the ABI minor given by the
+ * environment variable CAIRN_TEST_FIXTURE_ABI_MINOR when it is set, read on
+ * each call of the entry point: a plugin built for an older minor (its
+ * descriptor and step table are the same in every 1.x).
  * Built into <build>/plugins/fixtures/, never into the plugin directory. */
 #include <cairn/plugin.h>
 #include <stdio.h>
@@ -64,7 +68,14 @@ CAIRN_PLUGIN_EXPORT const cairn_plugin_descriptor* cairn_plugin_entry(const cair
   host->log(NULL, CAIRN_LOG_ERROR, "this fixture always refuses to load");
   return NULL;
 #else
-  return &kDescriptor;
+  {
+    static cairn_plugin_descriptor claimed;
+    const char* minor = getenv("CAIRN_TEST_FIXTURE_ABI_MINOR");
+    if (minor == NULL || *minor == '\0') return &kDescriptor;
+    claimed = kDescriptor;
+    claimed.abi_minor = (uint32_t)strtoul(minor, NULL, 10);
+    return &claimed;
+  }
 #endif
 }
 #else

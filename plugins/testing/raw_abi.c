@@ -1,7 +1,8 @@
 /* Steps written against the raw C ABI that do what the SDK never does, so the
  * loader test can check how the host treats them: failure returns without
  * fail(), invalid JSON, unknown result codes, several outcome calls, several
- * sql_exec buffers. Built into <build>/plugins/fixtures/raw_abi.so. */
+ * sql_exec buffers, child runs (ABI 1.2) and their misuse. Built into
+ * <build>/plugins/fixtures/raw_abi.so. */
 #include <cairn/plugin.h>
 #include <string.h>
 
@@ -103,6 +104,87 @@ static cairn_result IgnoresSqlError(void* u, const cairn_step_call* call, cairn_
   return CAIRN_OK;
 }
 
+/* Refuses to go on when a host call gave an unexpected result: fails the step
+ * with code "unexpected" and the call's name as message. */
+#define EXPECT_RESULT(call_expr, expected, what) \
+  do {                                           \
+    if ((call_expr) != (expected)) {             \
+      host->fail(ctx, 0, "unexpected", (what));  \
+      return CAIRN_ERROR;                        \
+    }                                            \
+  } while (0)
+
+/* ABI 1.2: two children, then a wait for the first of them. */
+static cairn_result ChildrenFirst(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  const cairn_host_api* host = call->host;
+  (void)u;
+  EXPECT_RESULT(host->start_child(ctx, "child_wf", Bytes("{\"n\":1}")), CAIRN_OK, "start_child 1");
+  EXPECT_RESULT(host->start_child(ctx, "other_wf", Bytes("")), CAIRN_OK, "start_child 2");
+  EXPECT_RESULT(host->wait_children(ctx, CAIRN_CHILDREN_FIRST, "kids", 5000), CAIRN_OK,
+                "wait_children");
+  return CAIRN_OK;
+}
+
+/* ABI 1.2: a wait for all children with the default event and no timeout. */
+static cairn_result ChildrenAll(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  const cairn_host_api* host = call->host;
+  (void)u;
+  EXPECT_RESULT(host->start_child(ctx, "child_wf", Bytes("{}")), CAIRN_OK, "start_child");
+  EXPECT_RESULT(host->wait_children(ctx, CAIRN_CHILDREN_ALL, NULL, -1), CAIRN_OK, "wait_children");
+  return CAIRN_OK;
+}
+
+/* Children survive a later outcome call (here next() after wait_children),
+ * like context fields and signals. */
+static cairn_result ChildThenNext(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  const cairn_host_api* host = call->host;
+  (void)u;
+  EXPECT_RESULT(host->start_child(ctx, "child_wf", Bytes("{\"n\":1}")), CAIRN_OK, "start_child");
+  EXPECT_RESULT(host->wait_children(ctx, CAIRN_CHILDREN_ALL, "kids", 100), CAIRN_OK,
+                "wait_children");
+  EXPECT_RESULT(host->start_child(ctx, "child_wf", Bytes("{\"n\":2}")), CAIRN_OK, "start_child 2");
+  host->next(ctx);
+  return CAIRN_OK;
+}
+
+/* start_child, then fail(): the failure stands (the engine then starts no
+ * child). */
+static cairn_result ChildThenFail(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  const cairn_host_api* host = call->host;
+  (void)u;
+  EXPECT_RESULT(host->start_child(ctx, "child_wf", Bytes("{}")), CAIRN_OK, "start_child");
+  host->fail(ctx, 1, "later", "failed after starting a child");
+  return CAIRN_RETRY;
+}
+
+/* Plugin mistakes: each call must be refused with a reason; the step then
+ * claims success, which the host must not believe. */
+static cairn_result WaitWithoutChild(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  const cairn_host_api* host = call->host;
+  (void)u;
+  EXPECT_RESULT(host->wait_children(ctx, CAIRN_CHILDREN_ALL, "kids", -1), CAIRN_ERROR,
+                "wait_children");
+  if (host->last_error(ctx)[0] == '\0') return CAIRN_RETRY; /* must say why */
+  host->next(ctx);
+  return CAIRN_OK;
+}
+
+static cairn_result ChildNotObject(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  const cairn_host_api* host = call->host;
+  (void)u;
+  EXPECT_RESULT(host->start_child(ctx, "child_wf", Bytes("[1]")), CAIRN_ERROR, "start_child");
+  if (host->last_error(ctx)[0] == '\0') return CAIRN_RETRY;
+  return CAIRN_OK;
+}
+
+static cairn_result ChildNoWorkflow(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  const cairn_host_api* host = call->host;
+  (void)u;
+  EXPECT_RESULT(host->start_child(ctx, "", Bytes("{}")), CAIRN_ERROR, "start_child");
+  if (host->last_error(ctx)[0] == '\0') return CAIRN_RETRY;
+  return CAIRN_OK;
+}
+
 /* Host table sanity as seen by a plugin: sizes and versions. */
 static cairn_result CheckHost(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
   const cairn_host_api* host = call->host;
@@ -125,6 +207,13 @@ static const cairn_step_def kSteps[] = {
     {"raw_two_queries", TwoQueries, NULL},
     {"raw_ignores_sql_error", IgnoresSqlError, NULL},
     {"raw_check_host", CheckHost, NULL},
+    {"raw_children_first", ChildrenFirst, NULL},
+    {"raw_children_all", ChildrenAll, NULL},
+    {"raw_child_then_next", ChildThenNext, NULL},
+    {"raw_child_then_fail", ChildThenFail, NULL},
+    {"raw_wait_without_child", WaitWithoutChild, NULL},
+    {"raw_child_not_object", ChildNotObject, NULL},
+    {"raw_child_no_workflow", ChildNoWorkflow, NULL},
 };
 
 static const cairn_plugin_descriptor kDescriptor = {

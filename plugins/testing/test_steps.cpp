@@ -55,7 +55,8 @@ Outcome RecordAttempt(StepContext& ctx) {
 }
 
 // Validates "schema.table" (or "table"): identifiers are spliced, not bound.
-std::string QualifiedTable(const std::string& name) {
+// `field` names the input field in the error.
+std::string QualifiedTable(const std::string& name, const std::string& field = "input.table") {
   std::string out;
   std::string part;
   auto flush = [&] {
@@ -64,7 +65,7 @@ std::string QualifiedTable(const std::string& name) {
       ok = ok &&
            ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
     }
-    if (!ok) throw cairn::sdk::Failure("bad_input", "input.table is not schema.table", false);
+    if (!ok) throw cairn::sdk::Failure("bad_input", field + " is not schema.table", false);
     out += (out.empty() ? "\"" : ".\"") + part + "\"";
     part.clear();
   };
@@ -91,6 +92,84 @@ Outcome TxInsert(StepContext& ctx) {
   }
   ctx.set("inserted", true);
   return cairn::sdk::Next();
+}
+
+// Like tx_insert without fail_after_insert, but sleeps input.sleep_ms
+// (default 2000) milliseconds after the insert, holding the step transaction
+// open (in-flight transactional work for cancellation and lease tests); then
+// sets context.inserted.
+Outcome TxInsertSlow(StepContext& ctx) {
+  const std::string table = QualifiedTable(ctx.input().value("table", ""));
+  ctx.sql("INSERT INTO " + table + " (run_id, attempt) VALUES ($1, $2)", ctx.run_id(),
+          ctx.attempt());
+  const int64_t ms = ctx.input().value("sleep_ms", int64_t{2000});
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  ctx.set("inserted", true);
+  return cairn::sdk::Next();
+}
+
+// Transactional: inserts (run_id, step, attempt) into input.journal, whose
+// columns are (run_id text, step text, attempt int); step is the name the
+// step was invoked as. Shared by journal, undo_a, undo_b and undo_c.
+void WriteJournal(StepContext& ctx) {
+  const std::string journal = QualifiedTable(ctx.input().value("journal", ""), "input.journal");
+  ctx.sql("INSERT INTO " + journal + " (run_id, step, attempt) VALUES ($1, $2, $3)", ctx.run_id(),
+          ctx.step(), ctx.attempt());
+}
+
+// Registered as journal, undo_a, undo_b and undo_c: writes one journal row
+// (see WriteJournal), then continues. Compensation tests read the journal to
+// see which steps ran, in which order.
+Outcome Journal(StepContext& ctx) {
+  WriteJournal(ctx);
+  return cairn::sdk::Next();
+}
+
+// Transactional: reads `SELECT open FROM <input.gate>` (one boolean row);
+// with no row or false it fails permanently with code "gate_closed",
+// otherwise it writes a journal row like journal and continues. Lets a test
+// make a compensation step fail, then succeed once the gate is opened.
+Outcome UndoGated(StepContext& ctx) {
+  const std::string gate = QualifiedTable(ctx.input().value("gate", ""), "input.gate");
+  const Json rows = ctx.sql("SELECT open FROM " + gate);
+  const Json open = rows.empty() ? Json(false) : rows[0].value("open", Json(false));
+  if (open != Json(true))
+    return cairn::sdk::FailPermanent("gate_closed", "the gate " + gate + " is closed");
+  WriteJournal(ctx);
+  return cairn::sdk::Next();
+}
+
+// Starts one child run per element of input.children ({"workflow": ...,
+// "input": {...}}), in order; then, when input.child_wait is "all" or
+// "first", waits for them (context field input.children_event, default
+// "children"; timeout input.children_timeout_ms if given), otherwise
+// continues without waiting.
+Outcome StartChildren(StepContext& ctx) {
+  for (const Json& child : ctx.input().value("children", Json::array())) {
+    ctx.start_child(child.value("workflow", ""), child.value("input", Json::object()));
+  }
+  const std::string mode = ctx.input().value("child_wait", "");
+  if (mode != "all" && mode != "first") return cairn::sdk::Next();
+  std::optional<std::chrono::milliseconds> timeout;
+  if (ctx.input().contains("children_timeout_ms")) {
+    timeout = std::chrono::milliseconds(ctx.input()["children_timeout_ms"].get<int64_t>());
+  }
+  return cairn::sdk::WaitChildren(
+      mode == "all" ? cairn::sdk::ChildWait::kAll : cairn::sdk::ChildWait::kFirst,
+      ctx.input().value("children_event", "children"), timeout);
+}
+
+// A child run's work: blocks its executor thread for input.sleep_ms
+// (default 0) milliseconds, then fails permanently with code "child_failed"
+// if input.fail is true, otherwise completes with {"n": input.n (default 0),
+// "run_id": <its run id>}.
+Outcome ChildWork(StepContext& ctx) {
+  const int64_t ms = ctx.input().value("sleep_ms", int64_t{0});
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  if (ctx.input().value("fail", false)) {
+    return cairn::sdk::FailPermanent("child_failed", "child_work was told to fail");
+  }
+  return cairn::sdk::Complete({{"n", ctx.input().value("n", Json(0))}, {"run_id", ctx.run_id()}});
 }
 
 // Transactional: runs input.sql with input.params and sets context.rows.
@@ -185,5 +264,13 @@ CAIRN_PLUGIN("test_steps", "1.0.0",
              CAIRN_STEP("sleep_for", SleepFor),
              CAIRN_STEP("complete_with", CompleteWith),
              CAIRN_STEP("send_signal", SendSignal),
+             CAIRN_STEP("tx_insert_slow", TxInsertSlow),
+             CAIRN_STEP("journal", Journal),
+             CAIRN_STEP("undo_a", Journal),
+             CAIRN_STEP("undo_b", Journal),
+             CAIRN_STEP("undo_c", Journal),
+             CAIRN_STEP("undo_gated", UndoGated),
+             CAIRN_STEP("start_children", StartChildren),
+             CAIRN_STEP("child_work", ChildWork),
              CAIRN_STEP("echo", Echo))
 // clang-format on

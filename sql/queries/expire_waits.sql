@@ -1,6 +1,7 @@
 -- Expires up to $1 waits whose timeout passed, by database time. SKIP LOCKED
 -- keeps several workers from expiring one wait twice. A wait with a timeout
--- step continues the run there; one without fails the run.
+-- step continues the run there; one without fails the run, which unwinds
+-- first when steps with a compensation committed.
 WITH expired AS (
   UPDATE {schema}.wait_records w SET status = 'EXPIRED', finished_at = now()
   WHERE w.correlation_key IN (
@@ -11,13 +12,17 @@ WITH expired AS (
   RETURNING w.run_id, w.event, w.correlation_key, w.timeout_step
 ), moved AS (
   UPDATE {schema}.runs r SET
-    status = CASE WHEN e.timeout_step IS NULL THEN 'failed' ELSE 'ready' END,
+    status = CASE WHEN e.timeout_step IS NULL THEN {schema}.ending_status('failed', r.compensations)
+                  ELSE 'ready' END,
+    final_status = CASE WHEN e.timeout_step IS NULL AND jsonb_array_length(r.compensations) > 0
+                        THEN 'failed' END,
     cursor = coalesce(e.timeout_step, r.cursor),
     run_at = now(),
     error = CASE WHEN e.timeout_step IS NULL
                  THEN 'wait for ' || e.event || ' (key ' || e.correlation_key || ') timed out'
                  ELSE r.error END,
-    finished_at = CASE WHEN e.timeout_step IS NULL THEN now() END,
+    finished_at = CASE WHEN e.timeout_step IS NULL
+                        AND jsonb_array_length(r.compensations) = 0 THEN now() END,
     version = r.version + 1, updated_at = now()
   FROM expired e
   WHERE r.id = e.run_id AND r.status = 'waiting'
@@ -29,5 +34,5 @@ WITH expired AS (
   FROM moved
 )
 SELECT id, status,
-       CASE WHEN status = 'ready' THEN pg_notify({schema}.wake_channel(), queue) END
+       CASE WHEN status IN ('ready', 'compensating') THEN pg_notify({schema}.wake_channel(), queue) END
 FROM moved

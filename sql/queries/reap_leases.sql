@@ -1,4 +1,4 @@
--- Runs whose worker stopped renewing (crashed, partitioned) become ready
+-- Runs whose worker stopped renewing (crashed, partitioned) become due
 -- again. The attempt is not consumed; the version bump fences the old holder.
 WITH expired AS MATERIALIZED (
   SELECT id FROM {schema}.runs
@@ -7,7 +7,7 @@ WITH expired AS MATERIALIZED (
   FOR UPDATE SKIP LOCKED
 ), released AS (
   UPDATE {schema}.runs r
-  SET status = 'ready', run_at = now(), lease_owner = NULL, lease_expires_at = NULL,
+  SET status = {schema}.due_status(r.final_status), run_at = now(), lease_owner = NULL, lease_expires_at = NULL,
       version = r.version + 1, updated_at = now()
   FROM expired WHERE r.id = expired.id
   RETURNING r.id, r.cursor, r.attempt, r.queue

@@ -5,5 +5,5 @@ SET definition_version = d.version, definition_hash = d.hash, version = r.versio
     updated_at = now()
 FROM {schema}.workflow_definitions d
 WHERE d.hash = $2 AND r.workflow = d.workflow AND r.definition_hash = $1
-  AND r.status IN ('ready', 'waiting')
+  AND r.status IN ('ready', 'waiting', 'compensating')
 RETURNING r.id

@@ -2,14 +2,15 @@
 -- statement so that a step without other writes commits in one round trip.
 -- $2 is the version the writer read; a stale one matches no row and writes
 -- no event. A cancelled run keeps its status, lease-free and finished,
--- whatever the checkpoint asks for.
+-- whatever the checkpoint asks for. $14 is the compensation stack, $15 the
+-- status the run ends in once it has unwound (null going forward).
 WITH updated AS (
 UPDATE {schema}.runs r SET
   context = $3::jsonb,
   cursor = $4,
   status = CASE WHEN r.status = 'cancelled' THEN 'cancelled' ELSE $5 END,
   attempt = $6,
-  run_at = CASE WHEN r.status <> 'cancelled' AND $5 = 'ready'
+  run_at = CASE WHEN r.status <> 'cancelled' AND $5 IN ('ready', 'compensating')
                 THEN coalesce($7::timestamptz, now() + $8 * interval '1 millisecond')
                 ELSE r.run_at END,
   lease_owner = CASE WHEN r.status <> 'cancelled' AND $5 = 'running'
@@ -18,6 +19,8 @@ UPDATE {schema}.runs r SET
                           THEN now() + $10 * interval '1 millisecond' END,
   output = coalesce($11::jsonb, r.output),
   error = $12,
+  compensations = $14::jsonb,
+  final_status = $15,
   version = r.version + 1,
   updated_at = now(),
   finished_at = CASE WHEN r.status = 'cancelled' THEN r.finished_at
