@@ -641,7 +641,7 @@ TEST_F(PluginRegistryTest, UndoGatedWritesOnlyThroughAnOpenGate) {
     inv.sql = &sql;
     const StepOutcome o = inv.Run(registry_, "undo_gated");
     EXPECT_EQ(o.kind, OutcomeKind::kFail) << gate;
-    EXPECT_FALSE(o.retryable);
+    EXPECT_TRUE(o.retryable);
     EXPECT_EQ(o.error_code, "gate_closed");
     ASSERT_EQ(sql.statements.size(), 1u);
     EXPECT_EQ(sql.statements[0].sql, "SELECT open FROM \"t\".\"gate\"");

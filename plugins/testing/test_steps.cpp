@@ -126,7 +126,7 @@ Outcome Journal(StepContext& ctx) {
 }
 
 // Transactional: reads `SELECT open FROM <input.gate>` (one boolean row);
-// with no row or false it fails permanently with code "gate_closed",
+// with no row or false it fails (retryable) with code "gate_closed",
 // otherwise it writes a journal row like journal and continues. Lets a test
 // make a compensation step fail, then succeed once the gate is opened.
 Outcome UndoGated(StepContext& ctx) {
@@ -134,7 +134,7 @@ Outcome UndoGated(StepContext& ctx) {
   const Json rows = ctx.sql("SELECT open FROM " + gate);
   const Json open = rows.empty() ? Json(false) : rows[0].value("open", Json(false));
   if (open != Json(true))
-    return cairn::sdk::FailPermanent("gate_closed", "the gate " + gate + " is closed");
+    return cairn::sdk::Fail("gate_closed", "the gate " + gate + " is closed");
   WriteJournal(ctx);
   return cairn::sdk::Next();
 }

@@ -1,0 +1,254 @@
+// Compensation against the harness's real PostgreSQL server, with real
+// `cairn run` daemons and the `cairn` CLI: a failed, timed-out or cancelled
+// run undoes its committed steps in reverse order, each compensation
+// committed once, even across a kill -9. Workflows:
+// tests/workflows/compensation.yaml.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "daemon_process.hpp"
+#include "store_fixture.hpp"
+
+namespace cairn::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+
+class Compensation : public StoreTest {
+ protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    // id orders the journal: which steps and compensations committed, when.
+    Sql("CREATE TABLE {s}.journal (id bigserial PRIMARY KEY, run_id text NOT NULL, "
+        "step text NOT NULL, attempt int NOT NULL)");
+    Sql("CREATE TABLE {s}.writes (run_id text NOT NULL, attempt int NOT NULL)");
+    Sql("CREATE TABLE {s}.gate (open boolean NOT NULL); INSERT INTO {s}.gate VALUES (false)");
+  }
+
+  DaemonOptions Options(int concurrency = 2) const {
+    DaemonOptions o = BuiltDaemonOptions(url(), schema(), "compensation.yaml", concurrency);
+    o.poll_interval = "100ms";
+    o.reaper_interval = "200ms";
+    o.lease = "2s";
+    return o;
+  }
+
+  std::unique_ptr<DaemonProcess> StartDaemon() const {
+    auto daemon = std::make_unique<DaemonProcess>(Options());
+    if (!daemon->StartAndWaitReady()) {
+      ADD_FAILURE() << "daemon did not start:\n" << daemon->Log();
+    }
+    return daemon;
+  }
+
+  static void Stop(DaemonProcess& daemon) {
+    daemon.Terminate();
+    EXPECT_EQ(daemon.WaitExit(30s), 0) << daemon.Log();
+  }
+
+  // The input every workflow of compensation.yaml reads.
+  Json Input(Json extra = Json::object()) const {
+    Json input = {{"journal", schema() + ".journal"},
+                  {"table", schema() + ".writes"},
+                  {"gate", schema() + ".gate"}};
+    input.update(extra);
+    return input;
+  }
+
+  std::string StartRun(const std::string& workflow, const Json& input) {
+    return Sql("SELECT {s}.start_run('" + workflow + "', '" + input.dump() + "'::jsonb)");
+  }
+
+  CommandResult Cli(std::vector<std::string> args) const {
+    args.insert(args.end(), {"--database-url", url(), "--schema", schema()});
+    return RunCommand(CairnBinary(), args);
+  }
+
+  // The steps that committed a journal row for the run, in commit order.
+  std::string Journal(const std::string& id) const {
+    return Sql("SELECT coalesce(string_agg(step, ' ' ORDER BY id), '') FROM {s}.journal "
+               "WHERE run_id = '" + id + "'");
+  }
+
+  // The run's lifecycle events (no context events), in order.
+  std::string Lifecycle(const std::string& id) const {
+    return Sql("SELECT string_agg(kind || coalesce('(' || step || ')', ''), ' ' ORDER BY position) "
+               "FROM {s}.run_events WHERE run_id = '" + id + "' AND kind <> 'context'");
+  }
+
+  int64_t EventCount(const std::string& id, const std::string& kind) const {
+    return SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + id +
+                  "' AND kind = '" + kind + "'");
+  }
+
+  bool WaitForStatus(const std::string& id, const std::string& status,
+                     std::chrono::milliseconds timeout = 20s) const {
+    return PollUntil([&] { return RunColumn(id, "status") == status; }, timeout, 50ms);
+  }
+
+  bool WaitForEvent(const std::string& id, const std::string& kind,
+                    std::chrono::milliseconds timeout = 20s) const {
+    return PollUntil([&] { return EventCount(id, kind) > 0; }, timeout, 20ms);
+  }
+};
+
+// A cancel that races a step in flight wins: the step's transactional row
+// rolls back, its checkpoint is refused, and the compensations of the steps
+// that committed run in reverse order before the run ends cancelled.
+TEST_F(Compensation, CancelDuringAStepInFlightUnwindsInReverseOrder) {
+  auto daemon = StartDaemon();
+  const std::string id = StartRun("comp_cancel", Input({{"sleep_ms", 2500}}));
+  // b committed, so c is sleeping inside its transaction with its row written.
+  ASSERT_TRUE(PollUntil([&] { return Journal(id) == "a b"; }, 20s)) << daemon->Log();
+  std::this_thread::sleep_for(500ms);
+  ASSERT_EQ(RunColumn(id, "status"), "running");
+
+  auto cancel = Cli({"cancel", id, "--reason", "customer changed their mind"});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.out << cancel.err;
+  EXPECT_NE(cancel.out.find("compensations run now"), std::string::npos) << cancel.out;
+  EXPECT_EQ(RunColumn(id, "final_status"), "cancelled");
+
+  ASSERT_TRUE(WaitForStatus(id, "cancelled")) << Lifecycle(id) << daemon->Log();
+  EXPECT_EQ(Journal(id), "a b undo_b undo_a");
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.writes"), 0) << "c's row must roll back";
+  EXPECT_EQ(Sql("SELECT string_agg(step || '>' || (value->>'for'), ' ' ORDER BY position) "
+                "FROM {s}.run_events WHERE run_id = '" + id + "' AND kind = 'compensated'"),
+            "undo_b>b undo_a>a");
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + id +
+                   "' AND kind = 'step_committed' AND step = 'c'"),
+            0);
+  EXPECT_EQ(EventCount(id, "compensations_done"), 1);
+  EXPECT_EQ(RunColumn(id, "compensations"), "[]");
+  EXPECT_EQ(RunColumn(id, "cancel_reason"), "customer changed their mind");
+  EXPECT_NE(RunColumn(id, "finished_at"), "");
+
+  // The step in flight finished after the cancel: it changed nothing.
+  std::this_thread::sleep_for(2500ms);
+  EXPECT_EQ(RunColumn(id, "status"), "cancelled");
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.writes"), 0);
+  EXPECT_EQ(Journal(id), "a b undo_b undo_a");
+
+  auto again = Cli({"cancel", id});
+  EXPECT_EQ(again.exit_code, 5) << again.out << again.err;
+  Stop(*daemon);
+}
+
+// A step that fails for good unwinds the steps before it; the run ends
+// failed, with its error, and cannot be retried forward.
+TEST_F(Compensation, FailureForGoodRunsTheCompensationsThenEndsFailed) {
+  auto daemon = StartDaemon();
+  const std::string id = StartRun("comp_fail", Input());
+  ASSERT_TRUE(WaitForStatus(id, "failed")) << Lifecycle(id) << daemon->Log();
+  EXPECT_EQ(Journal(id), "a b undo_b undo_a");
+  EXPECT_EQ(Lifecycle(id),
+            "step_committed(a) step_committed(b) failed(c) compensating(c) compensated(undo_b) "
+            "compensated(undo_a) compensations_done(undo_a)");
+  EXPECT_EQ(RunColumn(id, "final_status"), "failed");
+  EXPECT_EQ(RunColumn(id, "error"), "fail_permanent never succeeds");
+  EXPECT_EQ(RunColumn(id, "cursor"), "c");
+
+  auto retry = Cli({"retry", id});
+  EXPECT_EQ(retry.exit_code, 4) << retry.out << retry.err;
+  EXPECT_NE(retry.err.find("compensations undid"), std::string::npos) << retry.err;
+  EXPECT_EQ(RunColumn(id, "status"), "failed");
+  Stop(*daemon);
+}
+
+// A compensation that fails for good (after its retries) ends the run in
+// compensation_failed with the compensations still owed; once the cause is
+// fixed, `cairn retry` resumes unwinding where it stopped.
+TEST_F(Compensation, FailedCompensationIsVisibleAndRetryResumesIt) {
+  auto daemon = StartDaemon();
+  const std::string id = StartRun("comp_gated", Input());
+  ASSERT_TRUE(WaitForStatus(id, "compensation_failed")) << Lifecycle(id) << daemon->Log();
+  EXPECT_EQ(Journal(id), "a b");
+  EXPECT_EQ(EventCount(id, "retried"), 1);
+  EXPECT_EQ(EventCount(id, "compensation_failed"), 1);
+  EXPECT_EQ(RunColumn(id, "compensations"), R"(["a", "b"])");
+  EXPECT_EQ(RunColumn(id, "final_status"), "failed");
+  EXPECT_NE(RunColumn(id, "error").find("gate"), std::string::npos) << RunColumn(id, "error");
+  EXPECT_NE(RunColumn(id, "finished_at"), "");
+
+  auto show = Cli({"show", id, "--json"});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  Json shown = Json::parse(show.out);
+  EXPECT_EQ(shown["status"], "compensation_failed");
+  EXPECT_EQ(shown["compensations"], Json::array({"a", "b"}));
+  auto listed = Cli({"list", "--status", "compensation_failed"});
+  EXPECT_NE(listed.out.find(id), std::string::npos) << listed.out << listed.err;
+
+  Sql("UPDATE {s}.gate SET open = true");
+  auto retry = Cli({"retry", id});
+  ASSERT_EQ(retry.exit_code, 0) << retry.out << retry.err;
+  EXPECT_NE(retry.out.find("compensations"), std::string::npos) << retry.out;
+  ASSERT_TRUE(WaitForStatus(id, "failed")) << Lifecycle(id) << daemon->Log();
+  EXPECT_EQ(Journal(id), "a b undo_gated undo_a");
+  EXPECT_EQ(RunColumn(id, "compensations"), "[]");
+  Stop(*daemon);
+}
+
+// kill -9 while a compensation is in flight: its transaction rolls back with
+// the dead session, the lease expires, and another daemon finishes the
+// unwinding. Each compensation commits exactly once.
+TEST_F(Compensation, KillNineDuringACompensationCompletesAfterRecovery) {
+  auto victim = StartDaemon();
+  const std::string id = StartRun("comp_slow", Input({{"sleep_ms", 3000}}));
+  ASSERT_TRUE(WaitForEvent(id, "compensating")) << Lifecycle(id) << victim->Log();
+  // tx_insert_slow has written its row and sleeps before its commit.
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return SqlInt("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                      "WHERE c.relname = 'writes' AND c.relnamespace = '" + schema() +
+                      "'::regnamespace AND l.mode = 'RowExclusiveLock'") > 0;
+      },
+      10s))
+      << Lifecycle(id);
+  victim->Kill();
+  ASSERT_EQ(victim->WaitExit(10s), 128 + SIGKILL);
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.writes"), 0);
+  EXPECT_EQ(EventCount(id, "compensated"), 0);
+
+  auto rescuer = StartDaemon();
+  ASSERT_TRUE(WaitForStatus(id, "failed", 30s)) << Lifecycle(id) << rescuer->Log();
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.writes"), 1) << "committed exactly once";
+  EXPECT_EQ(Journal(id), "a b undo_a");
+  EXPECT_EQ(Sql("SELECT string_agg(step, ' ' ORDER BY position) FROM {s}.run_events "
+                "WHERE run_id = '" + id + "' AND kind = 'compensated'"),
+            "tx_insert_slow undo_a");
+  EXPECT_EQ(EventCount(id, "lease_expired"), 1);
+  EXPECT_EQ(EventCount(id, "compensations_done"), 1);
+  Stop(*rescuer);
+}
+
+// A wait that times out without a timeout step fails the run, which unwinds;
+// a cancel of a waiting run (SQL) unwinds it and ends it cancelled.
+TEST_F(Compensation, ExpiredWaitAndCancelledWaitBothUnwind) {
+  auto daemon = StartDaemon();
+  const std::string timed_out = StartRun("comp_wait", Input({{"timeout_ms", 300}}));
+  const std::string cancelled = StartRun("comp_wait", Input({{"timeout_ms", 600000}}));
+  ASSERT_TRUE(WaitForStatus(timed_out, "failed")) << Lifecycle(timed_out) << daemon->Log();
+  EXPECT_EQ(Journal(timed_out), "a undo_a");
+  EXPECT_EQ(RunColumn(timed_out, "final_status"), "failed");
+  EXPECT_NE(RunColumn(timed_out, "error").find("timed out"), std::string::npos);
+
+  ASSERT_TRUE(WaitForStatus(cancelled, "waiting")) << daemon->Log();
+  EXPECT_EQ(Sql("SELECT outcome || '/' || run_status || '/' || waits_cancelled FROM "
+                "{s}.cancel_run('" + cancelled + "', 'test')"),
+            "cancelled/compensating/1");
+  const std::string second = Sql("SELECT outcome FROM {s}.cancel_run('" + cancelled + "')");
+  EXPECT_TRUE(second == "compensating" || second == "already_finished") << second;
+  ASSERT_TRUE(WaitForStatus(cancelled, "cancelled")) << Lifecycle(cancelled) << daemon->Log();
+  EXPECT_EQ(Journal(cancelled), "a undo_a");
+  EXPECT_EQ(EventCount(cancelled, "cancelled"), 1);
+  Stop(*daemon);
+}
+
+}  // namespace
+}  // namespace cairn::test
