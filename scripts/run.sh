@@ -64,6 +64,7 @@ echo "==> order 2's payment is confirmed right away (kept in the inbox if the ru
 late=$(order 3 ',"payment_timeout_ms":1500')
 dropped=$(order 4)
 bad=$("$cairn" start order --input '{"order_id":"A-'"$suffix"'-5","sku":"","quantity":1}')
+undeliverable=$(order 6 ',"undeliverable":true')
 for _ in $(seq 20); do "$cairn" start noop3 >/dev/null; done
 
 wait_for_status() {  # wait_for_status RUN STATUS...
@@ -78,10 +79,12 @@ wait_for_status() {  # wait_for_status RUN STATUS...
   return 1
 }
 
-echo "==> the payment provider confirms order 1; order 4 is cancelled while it waits"
+echo "==> the payment provider confirms orders 1 and 6; order 4 is cancelled while it waits"
 wait_for_status "$paid" waiting
 "$cairn" signal "payment:A-$suffix-1" --payload '{"provider_ref":"ch_1"}'
 "$cairn" signal "payment:A-$suffix-1" --payload '{"provider_ref":"ch_1"}' || echo "(exit $?: a duplicate changes nothing)"
+wait_for_status "$undeliverable" waiting
+"$cairn" signal "payment:A-$suffix-6" --payload '{"provider_ref":"ch_6"}'
 wait_for_status "$dropped" waiting
 "$cairn" cancel "$dropped" --reason "customer changed their mind"
 echo "==> order 3 gets no payment and times out"
@@ -91,6 +94,8 @@ wait_for_status "$late" failed
 echo "==> waiting for the runs to settle"
 wait_for_status "$paid" completed
 wait_for_status "$early" completed
+wait_for_status "$dropped" cancelled
+wait_for_status "$undeliverable" failed
 
 echo "==> runs"
 "$cairn" list --created-after "$(date -u -d "@$((suffix - 1))" '+%Y-%m-%d %H:%M:%S+00')"
@@ -98,13 +103,23 @@ echo
 echo "==> history of order run $paid"
 "$cairn" history "$paid"
 echo
-echo "==> order 3 (timed out) and order 5 (rejected input)"
-"$cairn" show "$late" | grep -E '^(status|error) '
+echo "==> history of order run $undeliverable: paid and charged, then the carrier cannot"
+echo "    deliver; its compensations refund the payment, then release the stock"
+"$cairn" history "$undeliverable"
+echo
+echo "==> order 3 (timed out) and order 4 (cancelled while waiting) release their stock"
+"$cairn" history "$late" | grep -E 'EVENT|wait_expired|compensat'
+"$cairn" history "$dropped" | grep -E 'EVENT|cancelled|compensat'
+echo
+echo "==> order 5 (rejected input: nothing committed, nothing to undo)"
 "$cairn" show "$bad" | grep -E '^(status|error|cursor) '
 echo
-echo "==> orders charged in the same transaction as their checkpoints"
+echo "==> stock reserved, shipped or released, payments charged or refunded: each row"
+echo "    written in the transaction of its run's checkpoint"
 psql "$CAIRN_DATABASE_URL" -c \
-  "SELECT order_id, amount_cents, status FROM cairn_example.orders ORDER BY charged_at DESC LIMIT 4"
+  "SELECT r.order_id, r.quantity, r.status AS stock, o.amount_cents, o.status AS payment
+     FROM cairn_example.reservations r LEFT JOIN cairn_example.orders o USING (order_id)
+    WHERE r.order_id LIKE 'A-$suffix-%' ORDER BY r.order_id"
 if $keep; then
   echo "daemon pid $daemon (log .data/cairn.log); CAIRN_DATABASE_URL=$CAIRN_DATABASE_URL"
 fi

@@ -1,15 +1,17 @@
 // The example plugin: the steps of a small order workflow, written with the
 // C++ SDK (cairn/sdk.hpp). Read it top to bottom:
 //
-//   reserve_stock -> charge_payment -> await_payment -> ship
-//                    (transactional)   (waits for an event)
+//   reserve_stock -> await_payment -> charge_payment -> ship
+//                    (waits for payment_confirmed)
 //   compensations: release_stock (for reserve_stock), refund_payment (for
-//   charge_payment, transactional)
+//   charge_payment), run in reverse order when the run fails or is cancelled
 //
 // Input of a run: {"order_id": "A-1001", "sku": "mug", "quantity": 2,
 //                  "amount_cents": 1800, "schema": "cairn_example"}
-// charge_payment and refund_payment write to <schema>.orders, created by
-// schema.sql. Steps keep no state between calls, so they are reentrant.
+// Every step but await_payment is transactional: it writes to
+// <schema>.reservations or <schema>.orders (created by schema.sql) in the
+// transaction of its own checkpoint. Steps keep no state between calls, so
+// they are reentrant.
 #include <cairn/sdk.hpp>
 #include <string>
 
@@ -27,7 +29,7 @@ std::string OrderId(const StepContext& ctx) {
 
 // The schema that holds the orders table. It is spliced into the statement
 // (identifiers cannot be bound parameters), so it must be a plain identifier.
-std::string OrdersTable(const StepContext& ctx) {
+std::string Table(const StepContext& ctx, const std::string& table) {
   const std::string schema = ctx.input().value("schema", "cairn_example");
   bool ok = !schema.empty() && schema.size() <= 63 && !(schema[0] >= '0' && schema[0] <= '9');
   for (char c : schema) {
@@ -35,16 +37,18 @@ std::string OrdersTable(const StepContext& ctx) {
          ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
   }
   if (!ok) throw cairn::sdk::Failure("bad_input", "input.schema is not a valid identifier", false);
-  return "\"" + schema + "\".orders";
+  return "\"" + schema + "\"." + table;
 }
 
-// Puts the goods aside. A real shop would call its inventory service here,
-// with the order id as idempotency key: a step may run more than once.
+// Puts the goods aside: the reservation row commits with the checkpoint.
 Outcome ReserveStock(StepContext& ctx) {
   const std::string sku = ctx.input().value("sku", "");
   const int quantity = ctx.input().value("quantity", 1);
   if (sku.empty()) return cairn::sdk::FailPermanent("bad_input", "input.sku is required");
   if (quantity <= 0) return cairn::sdk::FailPermanent("bad_input", "input.quantity must be > 0");
+  ctx.sql("INSERT INTO " + Table(ctx, "reservations") +
+              " (order_id, sku, quantity) VALUES ($1, $2, $3)",
+          OrderId(ctx), sku, quantity);
   ctx.set("reserved", Json{{"sku", sku}, {"quantity", quantity}});
   ctx.info("reserved " + std::to_string(quantity) + " x " + sku);
   return cairn::sdk::Next();
@@ -56,8 +60,8 @@ Outcome ChargePayment(StepContext& ctx) {
   const std::string order_id = OrderId(ctx);
   const int64_t amount_cents = ctx.input().value("amount_cents", int64_t{0});
   if (amount_cents < 0) return cairn::sdk::FailPermanent("bad_input", "amount_cents < 0");
-  ctx.sql("INSERT INTO " + OrdersTable(ctx) + " (order_id, amount_cents) VALUES ($1, $2)", order_id,
-          amount_cents);
+  ctx.sql("INSERT INTO " + Table(ctx, "orders") + " (order_id, amount_cents) VALUES ($1, $2)",
+          order_id, amount_cents);
   ctx.set("charged_cents", amount_cents);
   return cairn::sdk::Next();
 }
@@ -70,22 +74,36 @@ Outcome AwaitPayment(StepContext& ctx) {
                           std::chrono::milliseconds(timeout_ms));
 }
 
-// Hands the parcel over and finishes the run.
+// Hands the parcel over and finishes the run. An order whose input says
+// "undeliverable": true fails here for good, after it was paid and charged:
+// its compensations refund the payment and release the stock.
 Outcome Ship(StepContext& ctx) {
+  if (ctx.input().value("undeliverable", false)) {
+    return cairn::sdk::FailPermanent("undeliverable",
+                                     "the carrier cannot deliver order " + OrderId(ctx));
+  }
+  ctx.sql("UPDATE " + Table(ctx, "reservations") +
+              " SET status = 'shipped', updated_at = now() WHERE order_id = $1",
+          OrderId(ctx));
   return cairn::sdk::Complete({{"order_id", OrderId(ctx)},
                                {"shipped", ctx.context().value("reserved", Json::object())},
                                {"charged_cents", ctx.context().value("charged_cents", 0)}});
 }
 
-// Compensation of reserve_stock.
+// Compensation of reserve_stock: gives the goods back.
 Outcome ReleaseStock(StepContext& ctx) {
+  const Json rows = ctx.sql("UPDATE " + Table(ctx, "reservations") +
+                                " SET status = 'released', updated_at = now()"
+                                " WHERE order_id = $1 AND status = 'reserved' RETURNING order_id",
+                            OrderId(ctx));
+  ctx.set("released", !rows.empty());
   ctx.erase("reserved");
   return cairn::sdk::Next();
 }
 
-// Compensation of charge_payment (transactional).
+// Compensation of charge_payment: marks the charge refunded.
 Outcome RefundPayment(StepContext& ctx) {
-  const Json rows = ctx.sql("UPDATE " + OrdersTable(ctx) +
+  const Json rows = ctx.sql("UPDATE " + Table(ctx, "orders") +
                                 " SET status = 'refunded', refunded_at = now()"
                                 " WHERE order_id = $1 AND status = 'charged' RETURNING order_id",
                             OrderId(ctx));
