@@ -204,6 +204,20 @@ DECLARE
   child uuid;
 BEGIN
   waits_cancelled := 0;
+  -- Lock the unfinished descendants first, deepest first: a child that
+  -- finishes locks its own row, then its parent's. Taking them in the same
+  -- order makes a cancel that races a child's checkpoint wait for it rather
+  -- than deadlock with it.
+  PERFORM 1 FROM (
+    WITH RECURSIVE tree(id, depth) AS (
+      SELECT c.id, 1 FROM {schema}.runs c WHERE c.parent_run_id = p_run_id
+      UNION ALL
+      SELECT c.id, t.depth + 1 FROM {schema}.runs c JOIN tree t ON c.parent_run_id = t.id)
+    SELECT id, depth FROM tree) t
+  JOIN {schema}.runs d ON d.id = t.id
+  WHERE d.finished_at IS NULL
+  ORDER BY t.depth DESC, d.id
+  FOR UPDATE OF d;
   -- Its own statement: the ones after it see whatever a checkpoint we queued
   -- behind committed (its wait records included).
   SELECT r.status, r.version, r.final_status, r.compensations, r.queue INTO current

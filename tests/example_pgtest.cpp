@@ -1,0 +1,135 @@
+// The example order workflow (plugins/example, config/workflows/example.yaml)
+// as users run it, against the harness's real PostgreSQL server and a real
+// daemon: a paid order ships; a payment that never comes, a cancel and an
+// undeliverable parcel undo what the run did, in reverse order, in the shop's
+// own tables.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "daemon_process.hpp"
+#include "store_fixture.hpp"
+
+namespace cairn::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+
+class ExampleOrder : public StoreTest {
+ protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    // The shop's tables, from the plugin's own schema.sql, in the test schema.
+    std::ifstream file(SourceDir() + "/plugins/example/schema.sql");
+    std::stringstream text;
+    text << file.rdbuf();
+    std::string ddl = text.str();
+    for (auto at = ddl.find("cairn_example"); at != std::string::npos;
+         at = ddl.find("cairn_example", at)) {
+      ddl.replace(at, std::string("cairn_example").size(), "\"" + schema() + "\"");
+    }
+    Sql(ddl);
+    DaemonOptions options = BuiltDaemonOptions(url(), schema(), "", 4);
+    options.workflow_paths = {SourceDir() + "/config/workflows/example.yaml"};
+    options.reaper_interval = "200ms";
+    daemon_ = std::make_unique<DaemonProcess>(options);
+    ASSERT_TRUE(daemon_->StartAndWaitReady()) << daemon_->Log();
+  }
+
+  void TearDown() override {
+    if (daemon_) {
+      daemon_->Terminate();
+      EXPECT_EQ(daemon_->WaitExit(20s), 0) << daemon_->Log();
+    }
+    StoreTest::TearDown();
+  }
+
+  std::string Order(const std::string& order_id, Json extra = Json::object()) {
+    Json input = {{"order_id", order_id}, {"sku", "mug"}, {"quantity", 2},
+                  {"amount_cents", 1800}, {"schema", schema()}};
+    input.update(extra);
+    return Sql("SELECT {s}.start_run('order', '" + input.dump() + "'::jsonb)");
+  }
+
+  std::string Signal(const std::string& key) {
+    return Sql("SELECT {s}.signal('" + key + "', '{\"provider_ref\": \"ch_1\"}'::jsonb)");
+  }
+
+  bool WaitForStatus(const std::string& id, const std::string& status) const {
+    return PollUntil([&] { return RunColumn(id, "status") == status; }, 20s, 50ms);
+  }
+
+  // "<stock status>/<payment status>" of an order; "-" where there is no row.
+  std::string Shop(const std::string& order_id) const {
+    return Sql("SELECT coalesce((SELECT status FROM {s}.reservations WHERE order_id = '" +
+               order_id + "'), '-') || '/' || coalesce((SELECT status FROM {s}.orders "
+               "WHERE order_id = '" + order_id + "'), '-')");
+  }
+
+  std::string Compensated(const std::string& id) const {
+    return Sql("SELECT coalesce(string_agg(step, ' ' ORDER BY position), '') FROM "
+               "{s}.run_events WHERE run_id = '" + id + "' AND kind = 'compensated'");
+  }
+
+  std::string Log() const { return daemon_ ? daemon_->Log() : ""; }
+
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+TEST_F(ExampleOrder, APaidOrderShips) {
+  const std::string id = Order("A-1");
+  ASSERT_TRUE(WaitForStatus(id, "waiting")) << Log();
+  EXPECT_EQ(Shop("A-1"), "reserved/-");
+  EXPECT_EQ(Signal("payment:A-1"), "delivered");
+  ASSERT_TRUE(WaitForStatus(id, "completed")) << Log();
+  EXPECT_EQ(Shop("A-1"), "shipped/charged");
+  EXPECT_EQ(RunColumn(id, "output->>'charged_cents'"), "1800");
+  EXPECT_EQ(Compensated(id), "");
+}
+
+TEST_F(ExampleOrder, AnUndeliverableOrderIsRefundedThenReleased) {
+  const std::string id = Order("A-2", {{"undeliverable", true}});
+  ASSERT_TRUE(WaitForStatus(id, "waiting")) << Log();
+  EXPECT_EQ(Signal("payment:A-2"), "delivered");
+  ASSERT_TRUE(WaitForStatus(id, "failed")) << Log();
+  EXPECT_EQ(Compensated(id), "refund_payment release_stock");
+  EXPECT_EQ(Shop("A-2"), "released/refunded");
+  EXPECT_EQ(RunColumn(id, "error"), "the carrier cannot deliver order A-2");
+}
+
+TEST_F(ExampleOrder, AnUnpaidOrderTimesOutAndReleasesItsStock) {
+  const std::string id = Order("A-3", {{"payment_timeout_ms", 300}});
+  ASSERT_TRUE(WaitForStatus(id, "failed")) << Log();
+  EXPECT_EQ(Compensated(id), "release_stock");
+  EXPECT_EQ(Shop("A-3"), "released/-");
+  EXPECT_EQ(Signal("payment:A-3"), "expired");
+}
+
+TEST_F(ExampleOrder, ACancelledOrderReleasesItsStock) {
+  const std::string id = Order("A-4");
+  ASSERT_TRUE(WaitForStatus(id, "waiting")) << Log();
+  auto cancel = RunCommand(CairnBinary(), {"cancel", id, "--database-url", url(), "--schema",
+                                           schema(), "--reason", "customer changed their mind"});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.out << cancel.err;
+  ASSERT_TRUE(WaitForStatus(id, "cancelled")) << Log();
+  EXPECT_EQ(Compensated(id), "release_stock");
+  EXPECT_EQ(Shop("A-4"), "released/-");
+  EXPECT_EQ(Signal("payment:A-4"), "cancelled");
+}
+
+TEST_F(ExampleOrder, RejectedInputFailsWithNothingToUndo) {
+  const std::string id = Order("A-5", {{"sku", ""}});
+  ASSERT_TRUE(WaitForStatus(id, "failed")) << Log();
+  EXPECT_EQ(RunColumn(id, "error"), "input.sku is required");
+  EXPECT_EQ(RunColumn(id, "final_status"), "");
+  EXPECT_EQ(Shop("A-5"), "-/-");
+}
+
+}  // namespace
+}  // namespace cairn::test
