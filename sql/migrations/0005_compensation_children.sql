@@ -5,7 +5,8 @@
 -- order; unwinding pops from the end. final_status: set while (and after) a
 -- run's compensations run, the status it ends in once they are done.
 -- parent_wait_key: for a child run, the parent's wait it reports to when it
--- finishes (null for a child the parent does not wait for).
+-- finishes (null for a child the parent does not wait for). It outlives the
+-- parent, which retention may delete first (parent_run_id becomes null).
 ALTER TABLE {schema}.runs
   ADD COLUMN compensations jsonb NOT NULL DEFAULT '[]'::jsonb,
   ADD COLUMN final_status text,
@@ -13,9 +14,7 @@ ALTER TABLE {schema}.runs
   ADD CONSTRAINT runs_compensations_check CHECK (jsonb_typeof(compensations) = 'array'),
   ADD CONSTRAINT runs_final_status_check CHECK (final_status IN ('failed', 'cancelled')),
   ADD CONSTRAINT runs_compensating_check CHECK (
-    status NOT IN ('compensating', 'compensation_failed') OR final_status IS NOT NULL),
-  ADD CONSTRAINT runs_parent_wait_check CHECK (
-    parent_wait_key IS NULL OR parent_run_id IS NOT NULL);
+    status NOT IN ('compensating', 'compensation_failed') OR final_status IS NOT NULL);
 
 -- A run whose compensations are due is claimed like a ready one.
 DROP INDEX {schema}.runs_due_idx;
@@ -174,8 +173,12 @@ BEGIN
                  AND c.parent_wait_key = NEW.parent_wait_key AND c.finished_at IS NULL) THEN
       RETURN NULL;
     END IF;
-    SELECT jsonb_agg({schema}.child_summary(c) ORDER BY c.created_at, c.id) INTO summaries
+    -- In start order: siblings share created_at (one transaction started
+    -- them), the parent's child_started events are in order.
+    SELECT jsonb_agg({schema}.child_summary(c) ORDER BY e.position) INTO summaries
     FROM {schema}.runs c
+    JOIN {schema}.run_events e ON e.run_id = c.parent_run_id AND e.kind = 'child_started'
+                              AND e.value->>'id' = c.id::text
     WHERE c.parent_run_id = NEW.parent_run_id AND c.parent_wait_key = NEW.parent_wait_key;
   ELSE
     summaries := jsonb_build_array({schema}.child_summary(NEW));
