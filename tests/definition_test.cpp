@@ -531,13 +531,16 @@ TEST(Duration, FormatsSoThatItParsesBack) {
 
 TEST(DefinitionLoader, LoadsTheShippedExamples) {
   const DefinitionSet set = LoadDefinitionSet({fs::path(CAIRN_SOURCE_DIR) / "config/workflows"});
-  const WorkflowDefinition* order = set.Find("order", 1);
+  const WorkflowDefinition* order = set.Find("order", 2);
   ASSERT_NE(order, nullptr);
   std::vector<std::string> runs;
   for (const auto& s : order->steps) runs.push_back(s.run);
-  EXPECT_EQ(runs, (std::vector<std::string>{"reserve_stock", "charge_payment", "await_payment",
+  EXPECT_EQ(runs, (std::vector<std::string>{"reserve_stock", "await_payment", "charge_payment",
                                             "ship"}));
   EXPECT_TRUE(order->FindStep("charge_payment")->transactional);
+  EXPECT_EQ(order->FindStep("reserve_stock")->compensate, std::optional<std::string>("release_stock"));
+  EXPECT_EQ(order->FindStep("charge_payment")->compensate,
+            std::optional<std::string>("refund_payment"));
   const WorkflowDefinition* bench = set.Find("noop3");
   ASSERT_NE(bench, nullptr);
   ASSERT_EQ(bench->steps.size(), 3u);

@@ -396,12 +396,18 @@ TEST_F(PluginRegistryTest, NoopContinuesWithNothingSet) {
   EXPECT_EQ(done.output, Json::object());
 }
 
-TEST_F(PluginRegistryTest, ExampleReserveStockSetsReserved) {
+TEST_F(PluginRegistryTest, ExampleReserveStockWritesAReservation) {
+  RecordingSql sql;
   Invocation inv;
-  inv.input = {{"order_id", "A-1"}, {"sku", "mug"}, {"quantity", 2}};
+  inv.input = {{"order_id", "A-1"}, {"sku", "mug"}, {"quantity", 2}, {"schema", "shop"}};
+  inv.sql = &sql;
   const StepOutcome outcome = inv.Run(registry_, "reserve_stock");
-  EXPECT_EQ(outcome.kind, OutcomeKind::kNext);
+  EXPECT_EQ(outcome.kind, OutcomeKind::kNext) << outcome.error_message;
   EXPECT_EQ(outcome.context_updates, (Json{{"reserved", {{"sku", "mug"}, {"quantity", 2}}}}));
+  ASSERT_EQ(sql.statements.size(), 1u);
+  EXPECT_EQ(sql.statements[0].sql,
+            "INSERT INTO \"shop\".reservations (order_id, sku, quantity) VALUES ($1, $2, $3)");
+  EXPECT_EQ(sql.statements[0].params, Json::array({"A-1", "mug", 2}));
 
   inv.input = {{"order_id", "A-1"}};
   const StepOutcome bad = inv.Run(registry_, "reserve_stock");
@@ -435,7 +441,8 @@ TEST_F(PluginRegistryTest, SqlIsRefusedOutsideATransactionalStep) {
       << outcome.error_message;
 }
 
-TEST_F(PluginRegistryTest, ExampleAwaitPaymentWaitsAndShipCompletes) {
+TEST_F(PluginRegistryTest, ExampleAwaitPaymentWaitsShipCompletesReleaseGivesBack) {
+  RecordingSql sql;
   Invocation inv;
   inv.input = {{"order_id", "A-1"}};
   const StepOutcome wait = inv.Run(registry_, "await_payment");
@@ -444,15 +451,25 @@ TEST_F(PluginRegistryTest, ExampleAwaitPaymentWaitsAndShipCompletes) {
   EXPECT_EQ(wait.wait_key, "payment:A-1");
   EXPECT_EQ(wait.wait_timeout_ms, 24 * 3600 * 1000);
 
+  inv.sql = &sql;
   inv.context = {{"reserved", {{"sku", "mug"}, {"quantity", 2}}}, {"charged_cents", 1800}};
   const StepOutcome ship = inv.Run(registry_, "ship");
-  EXPECT_EQ(ship.kind, OutcomeKind::kComplete);
+  EXPECT_EQ(ship.kind, OutcomeKind::kComplete) << ship.error_message;
   EXPECT_EQ(ship.output["order_id"], "A-1");
   EXPECT_EQ(ship.output["charged_cents"], 1800);
 
+  inv.input["undeliverable"] = true;
+  const StepOutcome lost = inv.Run(registry_, "ship");
+  EXPECT_EQ(lost.kind, OutcomeKind::kFail);
+  EXPECT_FALSE(lost.retryable);
+  EXPECT_EQ(lost.error_code, "undeliverable");
+
   const StepOutcome release = inv.Run(registry_, "release_stock");
-  EXPECT_EQ(release.kind, OutcomeKind::kNext);
-  EXPECT_EQ(release.context_updates, (Json{{"reserved", nullptr}}));
+  EXPECT_EQ(release.kind, OutcomeKind::kNext) << release.error_message;
+  EXPECT_EQ(release.context_updates, (Json{{"released", true}, {"reserved", nullptr}}));
+  EXPECT_EQ(sql.statements.back().sql,
+            "UPDATE \"cairn_example\".reservations SET status = 'released', updated_at = now() "
+            "WHERE order_id = $1 AND status = 'reserved' RETURNING order_id");
 }
 
 TEST_F(PluginRegistryTest, EveryOutcomeKindCrossesTheBoundary) {
