@@ -1,9 +1,10 @@
 // A cairn step plugin: copy this directory, rename the plugin and its steps,
 // and build it as README.md says. A step is a function from a StepContext
-// (input, context, attempt, SQL for transactional steps) to an Outcome (Next,
-// Jump, Wait, Sleep, SleepUntil, Complete, Fail, FailPermanent). Steps may
-// run on several threads at once and more than once per run: keep them
-// stateless and make external side effects idempotent.
+// (input, context, attempt, SQL for transactional steps, signal and
+// start_child) to an Outcome (Next, Jump, Wait, WaitChildren, Sleep,
+// SleepUntil, Complete, Fail, FailPermanent). Steps may run on several threads
+// at once and more than once per run: keep them stateless and make external
+// side effects idempotent.
 #include <cairn/sdk.hpp>
 #include <string>
 
