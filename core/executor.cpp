@@ -387,6 +387,7 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
         if (sql_failure) throw RollBackStep{FailureOutcome("sql", *sql_failure, true)};
         if (outcome->kind == OutcomeKind::kFail) throw RollBackStep{*outcome};
         plan = plan_for(*outcome);
+        if (plan.refused) throw RollBackStep{*plan.refused};
         return Commit(tx, plan);
       });
       return Adopt(run, plan, committed);

@@ -69,6 +69,14 @@ std::string_view ToString(ChildWait mode) {
   return mode == ChildWait::kAll ? "all" : "first";
 }
 
+ChildWait ParseChildWait(std::string_view name) {
+  for (ChildWait mode : {ChildWait::kAll, ChildWait::kFirst}) {
+    if (ToString(mode) == name) return mode;
+  }
+  throw InvalidArgumentError("unknown child wait \"" + std::string(name) +
+                             "\" (one of: all, first)");
+}
+
 std::string_view ToString(WaitStatus status) {
   for (const auto& [value, name] : kWaitStatusNames) {
     if (value == status) return name;

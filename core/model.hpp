@@ -163,6 +163,8 @@ WaitStatus ParseWaitStatus(std::string_view name);
 
 enum class ChildWait { kAll, kFirst };
 std::string_view ToString(ChildWait mode);
+// Throws InvalidArgumentError for a name other than "all" or "first".
+ChildWait ParseChildWait(std::string_view name);
 
 struct NewWait {
   std::string correlation_key;

@@ -159,11 +159,12 @@ StepPlan PlanStep(const Run& run, const WorkflowDefinition& workflow, const Step
     // A failed step's context changes are discarded with its attempt.
     StepPlan plan;
     plan.checkpoint = BaseCheckpoint(run, step.name, lease);
-    if (PlanRetry(plan, run, step.name, step.retry, outcome, attempt, jitter_sample,
-                  FailureDetail(outcome), RunStatus::kReady)) {
-      return plan;
+    if (!PlanRetry(plan, run, step.name, step.retry, outcome, attempt, jitter_sample,
+                   FailureDetail(outcome), RunStatus::kReady)) {
+      plan = PlanRunFailure(run, step.name, attempt, outcome, lease);
     }
-    return PlanRunFailure(run, step.name, attempt, outcome, lease);
+    if (given.kind != OutcomeKind::kFail) plan.refused = outcome;
+    return plan;
   }
 
   StepPlan plan;
@@ -267,6 +268,9 @@ StepPlan PlanCompensation(const Run& run, const StepDefinition& compensated,
   StepPlan plan;
   Checkpoint& cp = plan.checkpoint;
   cp = BaseCheckpoint(run, run.cursor.value_or(compensated.name), lease);
+  if (given.kind != OutcomeKind::kFail && outcome.kind == OutcomeKind::kFail) {
+    plan.refused = outcome;
+  }
   if (outcome.kind == OutcomeKind::kFail) {
     Json detail = FailureDetail(outcome);
     detail["for"] = compensated.name;

@@ -23,6 +23,10 @@ struct StepPlan {
   // "child_started" event per child, in this order, for the commit to add
   // the child's id to.
   std::vector<std::pair<std::string, Json>> children;
+  // Set when the step's outcome could not be honoured (a jump to an unknown
+  // step, an invalid wait, a compensation that waits...) and the plan is
+  // this failure instead: a transactional step's own writes must roll back.
+  std::optional<StepOutcome> refused;
 };
 
 // run is the state before the step; jitter_sample is uniform in [0, 1) and

@@ -230,10 +230,7 @@ WaitRecord DecodeWait(const pqxx::row& row) {
   wait.event = row["event"].c_str();
   wait.continuation_step = row["continuation_step"].c_str();
   wait.timeout_step = OptionalText(row["timeout_step"]);
-  if (!row["children"].is_null()) {
-    wait.children = std::string_view(row["children"].c_str()) == "all" ? ChildWait::kAll
-                                                                       : ChildWait::kFirst;
-  }
+  if (!row["children"].is_null()) wait.children = ParseChildWait(row["children"].c_str());
   wait.status = ParseWaitStatus(row["status"].c_str());
   wait.payload = OptionalJson(row["payload"]);
   wait.claimant = OptionalText(row["claimant"]);

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "daemon_process.hpp"
-#include "store_fixture.hpp"
+#include "daemon_fixture.hpp"
+#include "pg_session.hpp"
 
 namespace cairn::test {
 namespace {
@@ -22,41 +22,9 @@ namespace {
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
 
-class Children : public StoreTest {
+class Children : public DaemonTest {
  protected:
-  DaemonOptions Options(int concurrency = 4) const {
-    DaemonOptions o = BuiltDaemonOptions(url(), schema(), "children.yaml", concurrency);
-    o.poll_interval = "100ms";
-    o.reaper_interval = "200ms";
-    return o;
-  }
-
-  std::unique_ptr<DaemonProcess> StartDaemon(int concurrency = 4) const {
-    auto daemon = std::make_unique<DaemonProcess>(Options(concurrency));
-    if (!daemon->StartAndWaitReady()) {
-      ADD_FAILURE() << "daemon did not start:\n" << daemon->Log();
-    }
-    return daemon;
-  }
-
-  static void Stop(DaemonProcess& daemon) {
-    daemon.Terminate();
-    EXPECT_EQ(daemon.WaitExit(20s), 0) << daemon.Log();
-  }
-
-  // Single quotes doubled, for a JSON text spliced into SQL.
-  static std::string Quoted(const std::string& text) {
-    std::string out;
-    for (char c : text) {
-      out += c;
-      if (c == '\'') out += '\'';
-    }
-    return out;
-  }
-
-  std::string StartRun(const std::string& workflow, const Json& input = Json::object()) {
-    return Sql("SELECT {s}.start_run('" + workflow + "', '" + Quoted(input.dump()) + "'::jsonb)");
-  }
+  Children() : DaemonTest("tests/workflows/children.yaml") {}
 
   // A ch_work child description.
   static Json Work(int n, int sleep_ms = 0, bool fail = false) {
@@ -96,20 +64,6 @@ class Children : public StoreTest {
     return {list.begin(), list.end()};
   }
 
-  int64_t CountRuns(const std::string& status, const std::string& workflow = "") const {
-    return SqlInt("SELECT count(*) FROM {s}.runs WHERE status = '" + status + "'" +
-                  (workflow.empty() ? "" : " AND workflow = '" + workflow + "'"));
-  }
-
-  int64_t EventCount(const std::string& kind) const {
-    return SqlInt("SELECT count(*) FROM {s}.run_events WHERE kind = '" + kind + "'");
-  }
-
-  int64_t RunEventCount(const std::string& run_id, const std::string& kind) const {
-    return SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + run_id +
-                  "' AND kind = '" + kind + "'");
-  }
-
   std::string StatusSummary() const {
     return Sql(
         "SELECT coalesce(string_agg(workflow || ':' || status || '=' || n, ', ' "
@@ -118,21 +72,6 @@ class Children : public StoreTest {
            "; waits: " +
            Sql("SELECT coalesce(string_agg(status || '=' || n, ', ' ORDER BY status), 'none') "
                "FROM (SELECT status, count(*) AS n FROM {s}.wait_records GROUP BY status) s");
-  }
-
-  bool WaitFor(const std::string& count_sql, int64_t expected,
-               std::chrono::milliseconds timeout) const {
-    return PollUntil([&] { return SqlInt(count_sql) == expected; }, timeout, 50ms);
-  }
-
-  bool WaitForStatus(const std::string& id, const std::string& status,
-                     std::chrono::milliseconds timeout = 15s) const {
-    return PollUntil([&] { return RunColumn(id, "status") == status; }, timeout, 50ms);
-  }
-
-  CommandResult Cli(std::vector<std::string> args) const {
-    args.insert(args.end(), {"--database-url", url(), "--schema", schema()});
-    return RunCommand(CairnBinary(), args);
   }
 };
 
@@ -505,6 +444,54 @@ TEST_F(Children, ExpiredWaitForChildrenFailsTheParentAndLateChildrenChangeNothin
   EXPECT_EQ(RunEventCount(parent, "resumed"), 0);
   EXPECT_EQ(RunEventCount(parent, "signalled"), 0);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.signal_inbox"), 0);
+  Stop(*daemon);
+}
+
+// Children finished by an application's REPEATABLE READ transactions at the
+// same time: the second one cannot miss the first (it fails with a
+// serialisation error and its retry counts the last child down), so the
+// parent resumes once with both summaries.
+TEST_F(Children, SiblingsFinishedConcurrentlyAtRepeatableReadResumeTheParent) {
+  auto daemon = StartDaemon(4);
+  const Json park = {{"workflow", "ch_park"}, {"input", Json::object()}};
+  const std::string parent = StartRun("ch_parent", ParentInput({park, park}, "all"));
+  ASSERT_TRUE(WaitFor("SELECT count(*) FROM {s}.runs WHERE status = 'waiting'", 3, 15s))
+      << StatusSummary() << daemon->Log();
+  const std::vector<std::string> children = StartedChildIds(parent);
+  ASSERT_EQ(children.size(), 2u);
+  const std::string cancel = "SELECT outcome FROM \"" + schema() + "\".cancel_run($1::uuid)";
+
+  PgSession first(url());
+  PgSession second(url());
+  first.Value("BEGIN ISOLATION LEVEL REPEATABLE READ");
+  second.Value("BEGIN ISOLATION LEVEL REPEATABLE READ");
+  second.Value("SELECT 1");  // its snapshot predates the first's commit
+  ASSERT_EQ(first.Value(cancel, {children[0]}), "cancelled");
+  std::string second_error;
+  std::thread racer([&] {
+    try {
+      second.Value(cancel, {children[1]});  // queues behind the first
+      second.Value("COMMIT");
+    } catch (const std::exception& e) {
+      second_error = e.what();
+      second.Value("ROLLBACK");
+    }
+  });
+  std::this_thread::sleep_for(300ms);
+  first.Value("COMMIT");
+  racer.join();
+  if (!second_error.empty()) {
+    EXPECT_NE(second_error.find("could not serialize"), std::string::npos) << second_error;
+    EXPECT_EQ(second.Value(cancel, {children[1]}), "cancelled");  // the application's retry
+  }
+
+  ASSERT_TRUE(WaitForStatus(parent, "completed")) << StatusSummary() << daemon->Log();
+  EXPECT_EQ(RunEventCount(parent, "resumed"), 1);
+  const Json summaries = JsonOf("SELECT context->'children' FROM {s}.runs WHERE id = '" +
+                                parent + "'");
+  ASSERT_EQ(summaries.size(), 2u) << summaries.dump();
+  EXPECT_EQ(summaries[0]["status"], "cancelled");
+  EXPECT_EQ(summaries[1]["status"], "cancelled");
   Stop(*daemon);
 }
 

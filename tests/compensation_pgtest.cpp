@@ -12,8 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "daemon_process.hpp"
-#include "store_fixture.hpp"
+#include "daemon_fixture.hpp"
 
 namespace cairn::test {
 namespace {
@@ -21,10 +20,12 @@ namespace {
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
 
-class Compensation : public StoreTest {
+class Compensation : public DaemonTest {
  protected:
+  Compensation() : DaemonTest("tests/workflows/compensation.yaml") {}
+
   void SetUp() override {
-    StoreTest::SetUp();
+    DaemonTest::SetUp();
     // id orders the journal: which steps and compensations committed, when.
     Sql("CREATE TABLE {s}.journal (id bigserial PRIMARY KEY, run_id text NOT NULL, "
         "step text NOT NULL, attempt int NOT NULL)");
@@ -32,25 +33,12 @@ class Compensation : public StoreTest {
     Sql("CREATE TABLE {s}.gate (open boolean NOT NULL); INSERT INTO {s}.gate VALUES (false)");
   }
 
-  DaemonOptions Options(int concurrency = 2) const {
-    DaemonOptions o = BuiltDaemonOptions(url(), schema(), "compensation.yaml", concurrency);
-    o.poll_interval = "100ms";
-    o.reaper_interval = "200ms";
+  // A short lease, so that the run of a killed daemon is recovered within
+  // the test's timeouts.
+  DaemonOptions Options(int concurrency) const override {
+    DaemonOptions o = DaemonTest::Options(concurrency);
     o.lease = "2s";
     return o;
-  }
-
-  std::unique_ptr<DaemonProcess> StartDaemon() const {
-    auto daemon = std::make_unique<DaemonProcess>(Options());
-    if (!daemon->StartAndWaitReady()) {
-      ADD_FAILURE() << "daemon did not start:\n" << daemon->Log();
-    }
-    return daemon;
-  }
-
-  static void Stop(DaemonProcess& daemon) {
-    daemon.Terminate();
-    EXPECT_EQ(daemon.WaitExit(30s), 0) << daemon.Log();
   }
 
   // The input every workflow of compensation.yaml reads.
@@ -60,15 +48,6 @@ class Compensation : public StoreTest {
                   {"gate", schema() + ".gate"}};
     input.update(extra);
     return input;
-  }
-
-  std::string StartRun(const std::string& workflow, const Json& input) {
-    return Sql("SELECT {s}.start_run('" + workflow + "', '" + input.dump() + "'::jsonb)");
-  }
-
-  CommandResult Cli(std::vector<std::string> args) const {
-    args.insert(args.end(), {"--database-url", url(), "--schema", schema()});
-    return RunCommand(CairnBinary(), args);
   }
 
   // The steps that committed a journal row for the run, in commit order.
@@ -83,19 +62,9 @@ class Compensation : public StoreTest {
                "FROM {s}.run_events WHERE run_id = '" + id + "' AND kind <> 'context'");
   }
 
-  int64_t EventCount(const std::string& id, const std::string& kind) const {
-    return SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + id +
-                  "' AND kind = '" + kind + "'");
-  }
-
-  bool WaitForStatus(const std::string& id, const std::string& status,
-                     std::chrono::milliseconds timeout = 20s) const {
-    return PollUntil([&] { return RunColumn(id, "status") == status; }, timeout, 50ms);
-  }
-
   bool WaitForEvent(const std::string& id, const std::string& kind,
                     std::chrono::milliseconds timeout = 20s) const {
-    return PollUntil([&] { return EventCount(id, kind) > 0; }, timeout, 20ms);
+    return PollUntil([&] { return RunEventCount(id, kind) > 0; }, timeout, 20ms);
   }
 };
 
@@ -103,7 +72,7 @@ class Compensation : public StoreTest {
 // rolls back, its checkpoint is refused, and the compensations of the steps
 // that committed run in reverse order before the run ends cancelled.
 TEST_F(Compensation, CancelDuringAStepInFlightUnwindsInReverseOrder) {
-  auto daemon = StartDaemon();
+  auto daemon = StartDaemon(2);
   const std::string id = StartRun("comp_cancel", Input({{"sleep_ms", 2500}}));
   // b committed, so c is sleeping inside its transaction with its row written.
   ASSERT_TRUE(PollUntil([&] { return Journal(id) == "a b"; }, 20s)) << daemon->Log();
@@ -124,7 +93,7 @@ TEST_F(Compensation, CancelDuringAStepInFlightUnwindsInReverseOrder) {
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + id +
                    "' AND kind = 'step_committed' AND step = 'c'"),
             0);
-  EXPECT_EQ(EventCount(id, "compensations_done"), 1);
+  EXPECT_EQ(RunEventCount(id, "compensations_done"), 1);
   EXPECT_EQ(RunColumn(id, "compensations"), "[]");
   EXPECT_EQ(RunColumn(id, "cancel_reason"), "customer changed their mind");
   EXPECT_NE(RunColumn(id, "finished_at"), "");
@@ -143,7 +112,7 @@ TEST_F(Compensation, CancelDuringAStepInFlightUnwindsInReverseOrder) {
 // A step that fails for good unwinds the steps before it; the run ends
 // failed, with its error, and cannot be retried forward.
 TEST_F(Compensation, FailureForGoodRunsTheCompensationsThenEndsFailed) {
-  auto daemon = StartDaemon();
+  auto daemon = StartDaemon(2);
   const std::string id = StartRun("comp_fail", Input());
   ASSERT_TRUE(WaitForStatus(id, "failed")) << Lifecycle(id) << daemon->Log();
   EXPECT_EQ(Journal(id), "a b undo_b undo_a");
@@ -165,12 +134,12 @@ TEST_F(Compensation, FailureForGoodRunsTheCompensationsThenEndsFailed) {
 // compensation_failed with the compensations still owed; once the cause is
 // fixed, `cairn retry` resumes unwinding where it stopped.
 TEST_F(Compensation, FailedCompensationIsVisibleAndRetryResumesIt) {
-  auto daemon = StartDaemon();
+  auto daemon = StartDaemon(2);
   const std::string id = StartRun("comp_gated", Input());
   ASSERT_TRUE(WaitForStatus(id, "compensation_failed")) << Lifecycle(id) << daemon->Log();
   EXPECT_EQ(Journal(id), "a b");
-  EXPECT_EQ(EventCount(id, "retried"), 1);
-  EXPECT_EQ(EventCount(id, "compensation_failed"), 1);
+  EXPECT_EQ(RunEventCount(id, "retried"), 1);
+  EXPECT_EQ(RunEventCount(id, "compensation_failed"), 1);
   EXPECT_EQ(RunColumn(id, "compensations"), R"(["a", "b"])");
   EXPECT_EQ(RunColumn(id, "final_status"), "failed");
   EXPECT_NE(RunColumn(id, "error").find("gate"), std::string::npos) << RunColumn(id, "error");
@@ -198,7 +167,7 @@ TEST_F(Compensation, FailedCompensationIsVisibleAndRetryResumesIt) {
 // the dead session, the lease expires, and another daemon finishes the
 // unwinding. Each compensation commits exactly once.
 TEST_F(Compensation, KillNineDuringACompensationCompletesAfterRecovery) {
-  auto victim = StartDaemon();
+  auto victim = StartDaemon(2);
   const std::string id = StartRun("comp_slow", Input({{"sleep_ms", 3000}}));
   ASSERT_TRUE(WaitForEvent(id, "compensating")) << Lifecycle(id) << victim->Log();
   // tx_insert_slow has written its row and sleeps before its commit.
@@ -213,24 +182,24 @@ TEST_F(Compensation, KillNineDuringACompensationCompletesAfterRecovery) {
   victim->Kill();
   ASSERT_EQ(victim->WaitExit(10s), 128 + SIGKILL);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.writes"), 0);
-  EXPECT_EQ(EventCount(id, "compensated"), 0);
+  EXPECT_EQ(RunEventCount(id, "compensated"), 0);
 
-  auto rescuer = StartDaemon();
+  auto rescuer = StartDaemon(2);
   ASSERT_TRUE(WaitForStatus(id, "failed", 30s)) << Lifecycle(id) << rescuer->Log();
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.writes"), 1) << "committed exactly once";
   EXPECT_EQ(Journal(id), "a b undo_a");
   EXPECT_EQ(Sql("SELECT string_agg(step, ' ' ORDER BY position) FROM {s}.run_events "
                 "WHERE run_id = '" + id + "' AND kind = 'compensated'"),
             "tx_insert_slow undo_a");
-  EXPECT_EQ(EventCount(id, "lease_expired"), 1);
-  EXPECT_EQ(EventCount(id, "compensations_done"), 1);
+  EXPECT_EQ(RunEventCount(id, "lease_expired"), 1);
+  EXPECT_EQ(RunEventCount(id, "compensations_done"), 1);
   Stop(*rescuer);
 }
 
 // A wait that times out without a timeout step fails the run, which unwinds;
 // a cancel of a waiting run (SQL) unwinds it and ends it cancelled.
 TEST_F(Compensation, ExpiredWaitAndCancelledWaitBothUnwind) {
-  auto daemon = StartDaemon();
+  auto daemon = StartDaemon(2);
   const std::string timed_out = StartRun("comp_wait", Input({{"timeout_ms", 300}}));
   const std::string cancelled = StartRun("comp_wait", Input({{"timeout_ms", 600000}}));
   ASSERT_TRUE(WaitForStatus(timed_out, "failed")) << Lifecycle(timed_out) << daemon->Log();
@@ -246,8 +215,63 @@ TEST_F(Compensation, ExpiredWaitAndCancelledWaitBothUnwind) {
   EXPECT_TRUE(second == "compensating" || second == "already_finished") << second;
   ASSERT_TRUE(WaitForStatus(cancelled, "cancelled")) << Lifecycle(cancelled) << daemon->Log();
   EXPECT_EQ(Journal(cancelled), "a undo_a");
-  EXPECT_EQ(EventCount(cancelled, "cancelled"), 1);
+  EXPECT_EQ(RunEventCount(cancelled, "cancelled"), 1);
   Stop(*daemon);
+}
+
+// A transactional step whose outcome cannot be honoured (a jump to a step
+// the workflow lacks) fails for good with its own writes rolled back, so
+// unwinding undoes exactly the steps that committed.
+TEST_F(Compensation, RefusedOutcomeRollsBackTheStepsWritesAndUnwinds) {
+  auto daemon = StartDaemon(2);
+  const std::string id = StartRun("comp_refused", Input({{"jump_after_insert", "nowhere"}}));
+  ASSERT_TRUE(WaitForStatus(id, "failed")) << Lifecycle(id) << daemon->Log();
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.writes"), 0) << "b's row must roll back";
+  EXPECT_EQ(Journal(id), "a undo_a");
+  EXPECT_NE(RunColumn(id, "error").find("nowhere"), std::string::npos) << RunColumn(id, "error");
+  EXPECT_EQ(Sql("SELECT value->>'code' FROM {s}.run_events WHERE run_id = '" + id +
+                "' AND kind = 'failed'"),
+            "unknown_step");
+  Stop(*daemon);
+}
+
+// A cancel of a run that used attempts of a step (waiting out its backoff)
+// gives its compensations their own full budget and drops the step's error.
+TEST_F(Compensation, CancelAfterFailedAttemptsGivesCompensationsAFreshBudget) {
+  auto daemon = StartDaemon(2);
+  const std::string id = StartRun("comp_backoff", Input());
+  ASSERT_TRUE(PollUntil([&] { return RunColumn(id, "attempt") == "1"; }, 20s))
+      << Lifecycle(id) << daemon->Log();
+  ASSERT_EQ(RunColumn(id, "status"), "ready");
+  EXPECT_EQ(Sql("SELECT run_status FROM {s}.cancel_run('" + id + "', 'test')"), "compensating");
+  EXPECT_EQ(RunColumn(id, "attempt"), "0");
+  EXPECT_EQ(RunColumn(id, "error"), "");
+
+  // The gate is closed: both of the compensation's attempts fail.
+  ASSERT_TRUE(WaitForStatus(id, "compensation_failed")) << Lifecycle(id) << daemon->Log();
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + id +
+                   "' AND kind = 'retried' AND step = 'undo_gated'"),
+            1);
+  EXPECT_EQ(RunColumn(id, "attempt"), "2");
+  Stop(*daemon);
+}
+
+// Retention deletes old finished runs, but not one whose compensation failed:
+// it still owes compensations an operator has to see through.
+TEST_F(Compensation, RetentionKeepsRunsThatStillOweCompensations) {
+  auto daemon = StartDaemon(2);
+  const std::string owing = StartRun("comp_gated", Input());
+  const std::string done = StartRun("comp_fail", Input());
+  ASSERT_TRUE(WaitForStatus(owing, "compensation_failed")) << daemon->Log();
+  ASSERT_TRUE(WaitForStatus(done, "failed")) << daemon->Log();
+  Stop(*daemon);
+  Sql("UPDATE {s}.runs SET finished_at = now() - interval '30 days'");
+
+  const RetentionResult deleted = store::DeleteFinished(conn(), std::chrono::hours(24));
+  EXPECT_EQ(deleted.runs, 1);
+  EXPECT_EQ(RunColumn(done, "status"), "");
+  EXPECT_EQ(RunColumn(owing, "status"), "compensation_failed");
+  EXPECT_GT(RunEventCount(owing, "compensation_failed"), 0);
 }
 
 }  // namespace

@@ -5,26 +5,25 @@
 // own tables.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
-#include "daemon_process.hpp"
-#include "store_fixture.hpp"
+#include "daemon_fixture.hpp"
 
 namespace cairn::test {
 namespace {
 
-using namespace std::chrono_literals;
 using Json = nlohmann::json;
 
-class ExampleOrder : public StoreTest {
+class ExampleOrder : public DaemonTest {
  protected:
+  ExampleOrder() : DaemonTest("config/workflows/example.yaml") {}
+
   void SetUp() override {
-    StoreTest::SetUp();
+    DaemonTest::SetUp();
     // The shop's tables, from the plugin's own schema.sql, in the test schema.
     std::ifstream file(SourceDir() + "/plugins/example/schema.sql");
     std::stringstream text;
@@ -35,34 +34,26 @@ class ExampleOrder : public StoreTest {
       ddl.replace(at, std::string("cairn_example").size(), "\"" + schema() + "\"");
     }
     Sql(ddl);
-    DaemonOptions options = BuiltDaemonOptions(url(), schema(), "", 4);
-    options.workflow_paths = {SourceDir() + "/config/workflows/example.yaml"};
-    options.reaper_interval = "200ms";
-    daemon_ = std::make_unique<DaemonProcess>(options);
+    // Not StartDaemon: a daemon that did not start must fail SetUp, which
+    // skips the test rather than letting it wait out its timeouts.
+    daemon_ = std::make_unique<DaemonProcess>(Options(4));
     ASSERT_TRUE(daemon_->StartAndWaitReady()) << daemon_->Log();
   }
 
   void TearDown() override {
-    if (daemon_) {
-      daemon_->Terminate();
-      EXPECT_EQ(daemon_->WaitExit(20s), 0) << daemon_->Log();
-    }
-    StoreTest::TearDown();
+    if (daemon_) Stop(*daemon_);
+    DaemonTest::TearDown();
   }
 
   std::string Order(const std::string& order_id, Json extra = Json::object()) {
     Json input = {{"order_id", order_id}, {"sku", "mug"}, {"quantity", 2},
                   {"amount_cents", 1800}, {"schema", schema()}};
     input.update(extra);
-    return Sql("SELECT {s}.start_run('order', '" + input.dump() + "'::jsonb)");
+    return StartRun("order", input);
   }
 
   std::string Signal(const std::string& key) {
     return Sql("SELECT {s}.signal('" + key + "', '{\"provider_ref\": \"ch_1\"}'::jsonb)");
-  }
-
-  bool WaitForStatus(const std::string& id, const std::string& status) const {
-    return PollUntil([&] { return RunColumn(id, "status") == status; }, 20s, 50ms);
   }
 
   // "<stock status>/<payment status>" of an order; "-" where there is no row.
@@ -114,8 +105,7 @@ TEST_F(ExampleOrder, AnUnpaidOrderTimesOutAndReleasesItsStock) {
 TEST_F(ExampleOrder, ACancelledOrderReleasesItsStock) {
   const std::string id = Order("A-4");
   ASSERT_TRUE(WaitForStatus(id, "waiting")) << Log();
-  auto cancel = RunCommand(CairnBinary(), {"cancel", id, "--database-url", url(), "--schema",
-                                           schema(), "--reason", "customer changed their mind"});
+  auto cancel = Cli({"cancel", id, "--reason", "customer changed their mind"});
   ASSERT_EQ(cancel.exit_code, 0) << cancel.out << cancel.err;
   ASSERT_TRUE(WaitForStatus(id, "cancelled")) << Log();
   EXPECT_EQ(Compensated(id), "release_stock");

@@ -17,9 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "daemon_process.hpp"
+#include "daemon_fixture.hpp"
 #include "pg_session.hpp"
-#include "store_fixture.hpp"
 
 namespace cairn::test {
 namespace {
@@ -29,31 +28,9 @@ using Json = nlohmann::json;
 
 using Session = cairn::test::PgSession;
 
-class Signals : public StoreTest {
+class Signals : public DaemonTest {
  protected:
-  DaemonOptions Options(int concurrency = 4) const {
-    DaemonOptions o = BuiltDaemonOptions(url(), schema(), "signals.yaml", concurrency);
-    o.poll_interval = "100ms";
-    o.reaper_interval = "200ms";  // also the wait-expiry interval
-    return o;
-  }
-
-  std::unique_ptr<DaemonProcess> StartDaemon(int concurrency = 4) const {
-    auto daemon = std::make_unique<DaemonProcess>(Options(concurrency));
-    if (!daemon->StartAndWaitReady()) {
-      ADD_FAILURE() << "daemon did not start:\n" << daemon->Log();
-    }
-    return daemon;
-  }
-
-  static void Stop(DaemonProcess& daemon) {
-    daemon.Terminate();
-    EXPECT_EQ(daemon.WaitExit(20s), 0) << daemon.Log();
-  }
-
-  std::string StartRun(const std::string& workflow, const Json& input = Json::object()) {
-    return Sql("SELECT {s}.start_run('" + workflow + "', '" + input.dump() + "'::jsonb)");
-  }
+  Signals() : DaemonTest("tests/workflows/signals.yaml") {}
 
   void StartRuns(const std::string& workflow, int count, const Json& input = Json::object()) {
     Sql("SELECT count({s}.start_run('" + workflow + "', '" + input.dump() +
@@ -65,31 +42,12 @@ class Signals : public StoreTest {
     return Sql("SELECT {s}.signal('" + key + "', '" + payload.dump() + "'::jsonb)");
   }
 
-  CommandResult Cli(std::vector<std::string> args) const {
-    args.insert(args.end(), {"--database-url", url(), "--schema", schema()});
-    return RunCommand(CairnBinary(), args);
-  }
-
   CommandResult CliSignal(const std::string& key, const Json& payload = Json::object()) const {
     return Cli({"signal", key, "--payload", payload.dump()});
   }
 
-  int64_t CountRuns(const std::string& status, const std::string& workflow = "") const {
-    return SqlInt("SELECT count(*) FROM {s}.runs WHERE status = '" + status + "'" +
-                  (workflow.empty() ? "" : " AND workflow = '" + workflow + "'"));
-  }
-
   int64_t CountWaits(const std::string& status) const {
     return SqlInt("SELECT count(*) FROM {s}.wait_records WHERE status = '" + status + "'");
-  }
-
-  int64_t EventCount(const std::string& kind) const {
-    return SqlInt("SELECT count(*) FROM {s}.run_events WHERE kind = '" + kind + "'");
-  }
-
-  int64_t RunEventCount(const std::string& run_id, const std::string& kind) const {
-    return SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + run_id +
-                  "' AND kind = '" + kind + "'");
   }
 
   std::string StatusSummary() const {
@@ -99,16 +57,6 @@ class Signals : public StoreTest {
            "; waits: " +
            Sql("SELECT coalesce(string_agg(status || '=' || n, ', ' ORDER BY status), 'none') "
                "FROM (SELECT status, count(*) AS n FROM {s}.wait_records GROUP BY status) s");
-  }
-
-  bool WaitFor(const std::string& count_sql, int64_t expected,
-               std::chrono::milliseconds timeout) const {
-    return PollUntil([&] { return SqlInt(count_sql) == expected; }, timeout, 50ms);
-  }
-
-  bool WaitForStatus(const std::string& id, const std::string& status,
-                     std::chrono::milliseconds timeout = 15s) const {
-    return PollUntil([&] { return RunColumn(id, "status") == status; }, timeout, 50ms);
   }
 
   // Everything a late signal must not change: runs, waits, history, inbox.

@@ -82,13 +82,17 @@ std::string QualifiedTable(const std::string& name, const std::string& field = "
 
 // Transactional: inserts (run_id, attempt) into input.table, whose columns
 // are (run_id text, attempt int); then fails retryably if
-// input.fail_after_insert is true (the insert must roll back).
+// input.fail_after_insert is true, or jumps to input.jump_after_insert (the
+// insert must roll back either way when that is a step the workflow lacks).
 Outcome TxInsert(StepContext& ctx) {
   const std::string table = QualifiedTable(ctx.input().value("table", ""));
   ctx.sql("INSERT INTO " + table + " (run_id, attempt) VALUES ($1, $2)", ctx.run_id(),
           ctx.attempt());
   if (ctx.input().value("fail_after_insert", false)) {
     return cairn::sdk::Fail("after_insert", "tx_insert failed after its insert");
+  }
+  if (ctx.input().contains("jump_after_insert")) {
+    return cairn::sdk::Jump(ctx.input()["jump_after_insert"].get<std::string>());
   }
   ctx.set("inserted", true);
   return cairn::sdk::Next();

@@ -23,9 +23,14 @@ CREATE INDEX runs_due_idx ON {schema}.runs (queue, priority DESC, run_at, id)
 
 -- A wait for child runs: 'all' resumes when every child of the wait has
 -- finished, 'first' when one has. Null for a wait for a signal.
+-- children_pending counts its children that have not finished: a counter on
+-- one row, so siblings finishing at once serialise on it whatever the
+-- callers' isolation level.
 ALTER TABLE {schema}.wait_records
   ADD COLUMN children text,
-  ADD CONSTRAINT wait_records_children_check CHECK (children IN ('all', 'first'));
+  ADD COLUMN children_pending integer NOT NULL DEFAULT 0,
+  ADD CONSTRAINT wait_records_children_check CHECK (children IN ('all', 'first')),
+  ADD CONSTRAINT wait_records_children_pending_check CHECK (children_pending >= 0);
 
 -- The claimable status of a run that is handed back or due again: ready,
 -- or compensating once it unwinds.
@@ -34,11 +39,17 @@ LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN p_final_status IS NULL THEN 'ready' ELSE 'compensating' END
 $$;
 
--- The status of a run that ends with `p_status` (failed or cancelled): it
--- unwinds first when steps with a compensation committed.
+-- Whether a run that ends now (failed or cancelled) unwinds first: steps
+-- with a compensation committed.
+CREATE FUNCTION {schema}.unwinds(p_compensations jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT jsonb_array_length(p_compensations) > 0
+$$;
+
+-- The status of a run that ends with `p_status` (failed or cancelled).
 CREATE FUNCTION {schema}.ending_status(p_status text, p_compensations jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
-  SELECT CASE WHEN jsonb_array_length(p_compensations) > 0 THEN 'compensating' ELSE p_status END
+  SELECT CASE WHEN {schema}.unwinds(p_compensations) THEN 'compensating' ELSE p_status END
 $$;
 
 DROP FUNCTION {schema}.create_wait(text, uuid, text, text, text, bigint);
@@ -139,6 +150,13 @@ BEGIN
     p_parent_run_id);
   IF p_parent_wait_key IS NOT NULL THEN
     UPDATE {schema}.runs SET parent_wait_key = p_parent_wait_key WHERE id = (result.run).id;
+    UPDATE {schema}.wait_records SET children_pending = children_pending + 1
+    WHERE correlation_key = p_parent_wait_key AND run_id = p_parent_run_id
+      AND children IS NOT NULL;
+    IF NOT FOUND THEN
+      RAISE EXCEPTION 'run % has no wait for children with key %', p_parent_run_id,
+        p_parent_wait_key USING ERRCODE = 'no_data_found';
+    END IF;
   END IF;
   RETURN (result.run).id;
 END $$;
@@ -150,27 +168,35 @@ LANGUAGE sql IMMUTABLE AS $$
                             'output', c.output, 'error', c.error)
 $$;
 
--- A child finished: when its parent's wait is satisfied (the first child for
--- 'first', the last one for 'all'), signal it with the children's summaries.
--- The key's lock serialises siblings finishing at once, and each statement
--- after it sees the siblings that committed before, so exactly one of them
--- sees all finished.
+-- A child finished: when its parent's wait is satisfied (the first child
+-- for 'first', the last one for 'all'), signal it with the children's
+-- summaries; a finished child that is retried counts as pending again.
+-- Siblings finishing at once queue on the wait's counter row, so exactly one
+-- of them counts the last child down (at REPEATABLE READ or SERIALIZABLE
+-- the later one fails with a serialisation error and is retried, never
+-- missed).
 CREATE FUNCTION {schema}.report_to_parent() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
   mode text;
+  pending integer;
   summaries jsonb;
 BEGIN
   PERFORM {schema}.lock_wait_key(NEW.parent_wait_key);
-  SELECT w.children INTO mode FROM {schema}.wait_records w
-  WHERE w.correlation_key = NEW.parent_wait_key AND w.status = 'WAITING';
+  IF NEW.finished_at IS NULL THEN
+    -- cairn retry of a finished child: it is pending again.
+    UPDATE {schema}.wait_records w SET children_pending = w.children_pending + 1
+    WHERE w.correlation_key = NEW.parent_wait_key AND w.status = 'WAITING';
+    RETURN NULL;
+  END IF;
+  UPDATE {schema}.wait_records w SET children_pending = w.children_pending - 1
+  WHERE w.correlation_key = NEW.parent_wait_key AND w.status = 'WAITING'
+  RETURNING w.children, w.children_pending INTO mode, pending;
   IF NOT FOUND THEN
     RETURN NULL;  -- resumed by an earlier child, expired or cancelled
   END IF;
   IF mode = 'all' THEN
-    IF EXISTS (SELECT 1 FROM {schema}.runs c
-               WHERE c.parent_run_id = NEW.parent_run_id
-                 AND c.parent_wait_key = NEW.parent_wait_key AND c.finished_at IS NULL) THEN
+    IF pending > 0 THEN
       RETURN NULL;
     END IF;
     -- In start order: siblings share created_at (one transaction started
@@ -190,8 +216,7 @@ END $$;
 CREATE TRIGGER runs_report_to_parent
   AFTER UPDATE OF finished_at ON {schema}.runs
   FOR EACH ROW
-  WHEN (NEW.parent_wait_key IS NOT NULL AND NEW.finished_at IS NOT NULL
-        AND OLD.finished_at IS NULL)
+  WHEN (NEW.parent_wait_key IS NOT NULL AND (OLD.finished_at IS NULL) <> (NEW.finished_at IS NULL))
   EXECUTE FUNCTION {schema}.report_to_parent();
 
 -- Cancels a run and its live waits atomically, and then its unfinished
@@ -239,12 +264,15 @@ BEGIN
     outcome := 'compensating';
     RETURN;
   END IF;
+  -- An unwinding run's attempts and error are its compensations' from now on.
   UPDATE {schema}.runs r
   SET status = {schema}.ending_status('cancelled', r.compensations),
-      final_status = CASE WHEN jsonb_array_length(r.compensations) > 0 THEN 'cancelled' END,
+      final_status = CASE WHEN {schema}.unwinds(r.compensations) THEN 'cancelled' END,
+      attempt = CASE WHEN {schema}.unwinds(r.compensations) THEN 0 ELSE r.attempt END,
+      error = CASE WHEN {schema}.unwinds(r.compensations) THEN NULL ELSE r.error END,
       cancel_reason = p_reason, lease_owner = NULL, lease_expires_at = NULL, run_at = now(),
       version = r.version + 1, updated_at = now(),
-      finished_at = CASE WHEN jsonb_array_length(r.compensations) = 0 THEN now() END
+      finished_at = CASE WHEN NOT {schema}.unwinds(r.compensations) THEN now() END
   WHERE r.id = p_run_id
   RETURNING r.version, r.status INTO run_version, run_status;
   UPDATE {schema}.wait_records w SET status = 'CANCELLED', finished_at = now()

@@ -14,7 +14,7 @@ WITH expired AS (
   UPDATE {schema}.runs r SET
     status = CASE WHEN e.timeout_step IS NULL THEN {schema}.ending_status('failed', r.compensations)
                   ELSE 'ready' END,
-    final_status = CASE WHEN e.timeout_step IS NULL AND jsonb_array_length(r.compensations) > 0
+    final_status = CASE WHEN e.timeout_step IS NULL AND {schema}.unwinds(r.compensations)
                         THEN 'failed' END,
     cursor = coalesce(e.timeout_step, r.cursor),
     run_at = now(),
@@ -22,7 +22,7 @@ WITH expired AS (
                  THEN 'wait for ' || e.event || ' (key ' || e.correlation_key || ') timed out'
                  ELSE r.error END,
     finished_at = CASE WHEN e.timeout_step IS NULL
-                        AND jsonb_array_length(r.compensations) = 0 THEN now() END,
+                        AND NOT {schema}.unwinds(r.compensations) THEN now() END,
     version = r.version + 1, updated_at = now()
   FROM expired e
   WHERE r.id = e.run_id AND r.status = 'waiting'
