@@ -311,8 +311,12 @@ int RunCancel(const std::vector<std::string>& args) {
       "reason", po::value<std::string>()->default_value("cancelled by operator"), "why");
   auto [vm, id] = ParseWithRun("cancel", args, options);
   auto connection = Connect(vm, "cancel");
-  auto result = connection.Transact(
-      [&](store::Tx& tx) { return store::CancelRun(tx, id, vm["reason"].as<std::string>()); });
+  // A deadlock with a child's checkpoint is possible (and transient): cancel
+  // is idempotent, so it is simply tried again.
+  auto result = store::RetryTransient([&] {
+    return connection.Transact(
+        [&](store::Tx& tx) { return store::CancelRun(tx, id, vm["reason"].as<std::string>()); });
+  });
   switch (result.outcome) {
     case CancelOutcome::kAlreadyFinished:
       std::cout << "run " << id << " had already finished (" << ToString(result.status)
@@ -347,8 +351,10 @@ int RunSignal(const std::vector<std::string>& args) {
   Json payload = ParsePayload("--payload", vm["payload"].as<std::string>());
   auto retention = ParseDuration(vm["inbox-retention"].as<std::string>());
   auto connection = Connect(vm, "signal");
-  auto outcome = connection.Transact(
-      [&](store::Tx& tx) { return store::Signal(tx, key, payload, retention); });
+  auto outcome = store::RetryTransient([&] {
+    return connection.Transact(
+        [&](store::Tx& tx) { return store::Signal(tx, key, payload, retention); });
+  });
   switch (outcome) {
     case store::SignalOutcome::kDelivered:
       std::cout << "delivered: the run waiting on " << key << " resumes\n";
@@ -379,7 +385,8 @@ int RunRetry(const std::vector<std::string>& args) {
   AddDatabaseOptions(options);
   auto [vm, id] = ParseWithRun("retry", args, options);
   auto connection = Connect(vm, "retry");
-  auto result = connection.Transact([&](store::Tx& tx) { return store::RetryRun(tx, id); });
+  auto result = store::RetryTransient(
+      [&] { return connection.Transact([&](store::Tx& tx) { return store::RetryRun(tx, id); }); });
   switch (result.outcome) {
     case store::RetryOutcome::kNotFailed:
       std::cerr << "cairn retry: run " << id << " is " << ToString(result.status)
