@@ -243,11 +243,13 @@ TEST_F(Compensation, CancelAfterFailedAttemptsGivesCompensationsAFreshBudget) {
   ASSERT_TRUE(PollUntil([&] { return RunColumn(id, "attempt") == "1"; }, 20s))
       << Lifecycle(id) << daemon->Log();
   ASSERT_EQ(RunColumn(id, "status"), "ready");
+  Stop(*daemon);  // nobody may start the compensation before the checks below
   EXPECT_EQ(Sql("SELECT run_status FROM {s}.cancel_run('" + id + "', 'test')"), "compensating");
   EXPECT_EQ(RunColumn(id, "attempt"), "0");
   EXPECT_EQ(RunColumn(id, "error"), "");
 
   // The gate is closed: both of the compensation's attempts fail.
+  daemon = StartDaemon(2);
   ASSERT_TRUE(WaitForStatus(id, "compensation_failed")) << Lifecycle(id) << daemon->Log();
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + id +
                    "' AND kind = 'retried' AND step = 'undo_gated'"),
