@@ -3,7 +3,9 @@
 -- $2 is the version the writer read; a stale one matches no row and writes
 -- no event. A cancelled run keeps its status, lease-free and finished,
 -- whatever the checkpoint asks for. $14 is the compensation stack, $15 the
--- status the run ends in once it has unwound (null going forward).
+-- status the run ends in once it has unwound (null going forward). Due times
+-- and the lease count from statement_timestamp(), not now(): a transactional
+-- step's transaction may have started long before this statement.
 WITH updated AS (
 UPDATE {schema}.runs r SET
   context = $3::jsonb,
@@ -11,12 +13,12 @@ UPDATE {schema}.runs r SET
   status = CASE WHEN r.status = 'cancelled' THEN 'cancelled' ELSE $5 END,
   attempt = $6,
   run_at = CASE WHEN r.status <> 'cancelled' AND $5 IN ('ready', 'compensating')
-                THEN coalesce($7::timestamptz, now() + $8 * interval '1 millisecond')
+                THEN coalesce($7::timestamptz, statement_timestamp() + $8 * interval '1 millisecond')
                 ELSE r.run_at END,
   lease_owner = CASE WHEN r.status <> 'cancelled' AND $5 = 'running'
                      THEN coalesce($9, r.lease_owner) END,
   lease_expires_at = CASE WHEN r.status <> 'cancelled' AND $5 = 'running'
-                          THEN now() + $10 * interval '1 millisecond' END,
+                          THEN statement_timestamp() + $10 * interval '1 millisecond' END,
   output = coalesce($11::jsonb, r.output),
   error = $12,
   compensations = $14::jsonb,
