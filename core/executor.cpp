@@ -308,7 +308,8 @@ CheckpointResult Executor::Commit(store::Tx& tx, StepPlan& plan) {
   for (const auto& [workflow, input] : plan.children) {
     started = std::find_if(started, events.end(),
                            [](const RunEvent& event) { return event.kind == "child_started"; });
-    (*started->value)["id"] = store::StartChildRun(tx, plan.checkpoint.run_id, report_to, workflow, input);
+    (*started->value)["id"] =
+        store::StartChildRun(tx, plan.checkpoint.run_id, report_to, workflow, input);
     ++started;
   }
   CheckpointResult committed = store::SaveCheckpoint(tx, plan.checkpoint, events);

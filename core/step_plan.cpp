@@ -288,7 +288,8 @@ StepPlan PlanCompensation(const Run& run, const StepDefinition& compensated,
 
   cp.context = MergeContext(run.context, outcome.context_updates, run, name, attempt, plan.events);
   cp.compensations.erase(cp.compensations.size() - 1);
-  plan.events.push_back(Lifecycle(run, name, attempt, "compensated", Json{{"for", compensated.name}}));
+  plan.events.push_back(
+      Lifecycle(run, name, attempt, "compensated", Json{{"for", compensated.name}}));
   plan.signals = outcome.signals;
   for (const auto& [key, payload] : outcome.signals) {
     plan.events.push_back(Lifecycle(run, name, attempt, "signal_sent", Json{{"key", key}}));

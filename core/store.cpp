@@ -202,7 +202,9 @@ Run DecodeRun(const pqxx::row& row) {
   run.parent_run_id = OptionalText(row["parent_run_id"]);
   run.cancel_reason = OptionalText(row["cancel_reason"]);
   run.compensations = JsonField(row["compensations"]);
-  if (!row["final_status"].is_null()) run.final_status = ParseRunStatus(row["final_status"].c_str());
+  if (!row["final_status"].is_null()) {
+    run.final_status = ParseRunStatus(row["final_status"].c_str());
+  }
   run.parent_wait_key = OptionalText(row["parent_wait_key"]);
   run.created_at = row["created_at"].c_str();
   run.updated_at = row["updated_at"].c_str();
