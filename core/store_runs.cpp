@@ -62,9 +62,8 @@ CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& c, const std::vector<R
 }
 
 CancelResult CancelRun(Tx& tx, const std::string& run_id, const std::string& reason) {
-  const pqxx::row row = Internal(tx).Exec("cancel_run", run_id, reason)[0];
+  const pqxx::row row = RunApiCall(tx, "cancel_run", run_id, reason);
   const std::string_view outcome = row["outcome"].c_str();
-  if (outcome == "unknown") throw NotFoundError("run " + run_id + " does not exist");
   CancelResult result;
   result.outcome = outcome == "cancelled"      ? CancelOutcome::kCancelled
                    : outcome == "compensating" ? CancelOutcome::kCompensating

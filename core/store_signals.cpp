@@ -46,9 +46,8 @@ int64_t CleanupInbox(Tx& tx, int limit) {
 }
 
 RetryResult RetryRun(Tx& tx, const std::string& run_id) {
-  const pqxx::row row = Internal(tx).Exec("retry_run", run_id)[0];
+  const pqxx::row row = RunApiCall(tx, "retry_run", run_id);
   const std::string_view outcome = row["outcome"].c_str();
-  if (outcome == "unknown") throw NotFoundError("run " + run_id + " does not exist");
   RetryResult result;
   result.outcome = outcome == "retried"       ? RetryOutcome::kRetried
                    : outcome == "compensated" ? RetryOutcome::kCompensated

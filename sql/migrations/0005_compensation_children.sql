@@ -82,74 +82,26 @@ BEGIN
   RETURN true;
 END $$;
 
--- The newest registered definition of p_workflow (or version p_version).
-CREATE FUNCTION {schema}.registered_definition(p_workflow text, p_version integer DEFAULT NULL)
-RETURNS {schema}.workflow_definitions
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-  d {schema}.workflow_definitions;
-BEGIN
-  SELECT * INTO d FROM {schema}.workflow_definitions w
-  WHERE w.workflow = p_workflow AND (p_version IS NULL OR w.version = p_version)
-  ORDER BY w.version DESC, w.registered_at DESC LIMIT 1;
-  IF NOT FOUND THEN
-    RAISE EXCEPTION 'unknown workflow "%"%', p_workflow,
-      CASE WHEN p_version IS NULL THEN '' ELSE ' version ' || p_version END
-      USING ERRCODE = 'no_data_found',
-            HINT = 'a worker registers the workflows it has loaded when it starts';
-  END IF;
-  RETURN d;
-END $$;
-
-CREATE OR REPLACE FUNCTION {schema}.start_run(
-  p_workflow text, p_input jsonb DEFAULT '{}'::jsonb, p_key text DEFAULT NULL,
-  p_queue text DEFAULT NULL, p_priority integer DEFAULT 0, p_run_at timestamptz DEFAULT NULL,
-  p_namespace text DEFAULT 'default', p_version integer DEFAULT NULL)
-RETURNS uuid
-LANGUAGE plpgsql AS $$
-DECLARE
-  d {schema}.workflow_definitions;
-  result record;
-BEGIN
-  IF p_input IS NOT NULL AND jsonb_typeof(p_input) <> 'object' THEN
-    RAISE EXCEPTION 'run input must be a JSON object, got %', jsonb_typeof(p_input)
-      USING ERRCODE = 'invalid_parameter_value';
-  END IF;
-  d := {schema}.registered_definition(p_workflow, p_version);
-  SELECT * INTO result FROM {schema}.create_run(
-    p_namespace, p_workflow, d.version, d.hash, p_key,
-    coalesce(p_queue, d.definition->>'queue', 'default'), coalesce(p_priority, 0),
-    p_input, '{}'::jsonb, d.first_step, p_run_at, NULL);
-  RETURN (result.run).id;
-END $$;
-
--- Starts a child run of p_parent_run_id (newest definition of p_workflow, in
--- the parent's namespace). With p_parent_wait_key, the child reports to that
--- wait of the parent when it finishes. Called in the parent step's commit.
+-- Starts a child run of p_parent_run_id: a run like any other (start_run:
+-- newest definition of p_workflow, in the parent's namespace) that names its
+-- parent. With p_parent_wait_key, the child reports to that wait of the
+-- parent when it finishes. Called in the parent step's commit.
 CREATE FUNCTION {schema}.start_child_run(
   p_parent_run_id uuid, p_parent_wait_key text, p_workflow text, p_input jsonb)
 RETURNS uuid
 LANGUAGE plpgsql AS $$
 DECLARE
-  d {schema}.workflow_definitions;
   parent_namespace text;
-  result record;
+  child uuid;
 BEGIN
-  IF p_input IS NOT NULL AND jsonb_typeof(p_input) <> 'object' THEN
-    RAISE EXCEPTION 'child run input must be a JSON object, got %', jsonb_typeof(p_input)
-      USING ERRCODE = 'invalid_parameter_value';
-  END IF;
   SELECT r.namespace INTO parent_namespace FROM {schema}.runs r WHERE r.id = p_parent_run_id;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'parent run % does not exist', p_parent_run_id USING ERRCODE = 'no_data_found';
   END IF;
-  d := {schema}.registered_definition(p_workflow);
-  SELECT * INTO result FROM {schema}.create_run(
-    parent_namespace, p_workflow, d.version, d.hash, NULL,
-    coalesce(d.definition->>'queue', 'default'), 0, p_input, '{}'::jsonb, d.first_step, NULL,
-    p_parent_run_id);
+  child := {schema}.start_run(p_workflow, p_input, p_namespace => parent_namespace);
+  UPDATE {schema}.runs SET parent_run_id = p_parent_run_id, parent_wait_key = p_parent_wait_key
+  WHERE id = child;
   IF p_parent_wait_key IS NOT NULL THEN
-    UPDATE {schema}.runs SET parent_wait_key = p_parent_wait_key WHERE id = (result.run).id;
     UPDATE {schema}.wait_records SET children_pending = children_pending + 1
     WHERE correlation_key = p_parent_wait_key AND run_id = p_parent_run_id
       AND children IS NOT NULL;
@@ -158,7 +110,7 @@ BEGIN
         p_parent_wait_key USING ERRCODE = 'no_data_found';
     END IF;
   END IF;
-  RETURN (result.run).id;
+  RETURN child;
 END $$;
 
 -- What a parent receives about a finished child.
