@@ -9,7 +9,7 @@
 
 #include "config.hpp"
 #include "definition.hpp"
-#include "plugin_loader.hpp"
+#include "plugin_registry.hpp"
 #include "store.hpp"
 
 namespace cairn::cli {

@@ -1,6 +1,8 @@
 // `cairn run`: the daemon. Wires configuration, plugins, definitions and the
-// worker together, then waits for signals on the main thread: SIGTERM/SIGINT
-// stop gracefully (a second one exits at once), SIGHUP re-reads the log level.
+// worker together, pushing each component's stop on a StopStack as it starts
+// it, then waits for signals on the main thread: SIGTERM/SIGINT unwind the
+// stack gracefully (a second one exits at once), SIGHUP re-reads the log
+// level and the schedules.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
@@ -14,8 +16,9 @@
 #include "definition.hpp"
 #include "metrics.hpp"
 #include "metrics_server.hpp"
-#include "plugin_loader.hpp"
-#include "schedules.hpp"
+#include "plugin_registry.hpp"
+#include "schedule_service.hpp"
+#include "stop_stack.hpp"
 #include "worker.hpp"
 
 namespace cairn::cli {
@@ -117,6 +120,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   spdlog::info("cairn {} starting: database {} schema {}, {} plugins, {} workflows", CAIRN_VERSION,
                RedactDatabaseUrl(config.database.url), config.database.schema,
                plugins.List().size(), definitions.size());
+  StopStack stops;
   // Metrics listen before the worker claims anything: a bad metrics.listen
   // is a start-up error, not a daemon that already holds runs.
   std::unique_ptr<Metrics> metrics;
@@ -127,6 +131,7 @@ int RunDaemon(const std::vector<std::string>& args) {
     metrics_server = std::make_unique<MetricsServer>(MetricsServerOptions{config.metrics.listen},
                                                      *metrics);
     metrics_server->Start();
+    stops.Push("metrics server", [&] { metrics_server->Stop(); });
   }
   // Recurring schedules: the declared list is synced before any claim (a
   // config without `schedules:` leaves the table alone); every daemon fires
@@ -138,7 +143,14 @@ int RunDaemon(const std::vector<std::string>& args) {
   if (config.schedules_declared) schedules.Sync(config.schedules);
   Worker worker(worker_options, definitions, plugins);
   worker.Start();
+  bool clean = true;  // false: steps still ran when the grace period ended
+  stops.Push("worker", [&] { clean = worker.Stop(); });
   schedules.Start();
+  stops.Push("schedule service", [&] { schedules.Stop(); });
+  if (metrics) {
+    // Pushed last so it runs first: /healthz says 503 while the rest drains.
+    stops.Push("health", [&] { metrics->MarkStopping(); });
+  }
   sd_notify(0, "READY=1\nSTATUS=claiming work");
 
   uint64_t watchdog_usec = 0;
@@ -170,12 +182,9 @@ int RunDaemon(const std::vector<std::string>& args) {
   spdlog::info("stopping: no new claims; steps in flight finish within {} ms",
                worker_options.shutdown_grace.count());
   sd_notify(0, "STOPPING=1\nSTATUS=draining");
-  schedules.Stop();
-  if (metrics) metrics->MarkStopping();  // /healthz says 503 while draining
   std::atomic<bool> stopped{false};
-  bool clean = true;
   std::thread stopper([&] {
-    clean = worker.Stop();
+    stops.Unwind();
     stopped = true;
   });
   // A second SIGTERM or SIGINT exits at once; leases expire on their own.
@@ -189,7 +198,6 @@ int RunDaemon(const std::vector<std::string>& args) {
     }
   }
   stopper.join();
-  if (metrics_server) metrics_server->Stop();
   spdlog::shutdown();
   if (!clean) {
     // Steps still running belong to detached threads: leave without running

@@ -8,7 +8,7 @@
 #include "config.hpp"
 #include "definition.hpp"
 #include "identifier.hpp"
-#include "plugin_loader.hpp"
+#include "plugin_registry.hpp"
 
 namespace cairn::cli {
 

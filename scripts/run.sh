@@ -15,7 +15,7 @@ echo "==> dependencies and build"
 bash scripts/install-deps.sh
 # The same build folder as scripts/test.sh; only the daemon and plugins are built here.
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build --parallel "$(nproc)" --target cairn cairn_plugins
+cmake --build build --parallel "$(nproc)" --target cairn cairn_plugin_modules
 cairn="$root/build/daemon/cairn"
 
 started_postgres=false

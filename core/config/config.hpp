@@ -1,0 +1,120 @@
+// The daemon configuration (config/cairn.yaml documents every key): loading
+// and validating the YAML file, reading the database URL secret, and the
+// environment overrides. Precedence, highest first: command-line flags
+// (applied by the CLI after ApplyEnvironment), environment (ApplyEnvironment),
+// the file, built-in defaults. A DaemonConfig is a plain value; nothing here
+// is shared between threads.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "schedule_config.hpp"
+#include "yaml_input.hpp"
+
+namespace cairn {
+
+struct DatabaseConfig {
+  // The connection string (URI or key=value), resolved at load time from
+  // exactly one of `url`, `url_file` or `url_credential`. A secret: never
+  // log it, log RedactDatabaseUrl(url) or url_origin instead.
+  std::string url;
+  // Where url came from, for logs: "database.url in <file>", "file <path>",
+  // "systemd credential <name>", "environment CAIRN_DATABASE_URL", or "".
+  std::string url_origin;
+  std::string schema = "cairn";
+  int pool_size = 0;  // extra connections; 0 = worker.concurrency + 2
+};
+
+struct WorkerConfig {
+  std::string id;  // "" = hostname:pid, see EffectiveWorkerId
+  std::vector<std::string> queues{"default"};
+  int concurrency = 8;  // executor slots, 1..1024
+  std::chrono::milliseconds poll_interval{std::chrono::seconds(1)};
+  std::chrono::milliseconds lease{std::chrono::seconds(30)};
+  int claim_batch = 0;  // 0 = concurrency
+  std::chrono::milliseconds shutdown_grace{std::chrono::seconds(30)};
+  bool listen = true;  // LISTEN/NOTIFY wake-ups; false = poll only
+};
+
+struct PluginsConfig {
+  std::vector<std::filesystem::path> directories{"/usr/lib/cairn/plugins"};
+};
+
+struct WorkflowsConfig {
+  std::vector<std::filesystem::path> paths{"/etc/cairn/workflows"};
+};
+
+struct LogConfig {
+  std::string level = "info";   // trace | debug | info | warn | error
+  std::string format = "text";  // text | json
+};
+
+struct MetricsConfig {
+  std::string listen = "127.0.0.1:9464";  // host:port; "" disables
+};
+
+struct MaintenanceConfig {
+  std::chrono::milliseconds reaper_interval{std::chrono::seconds(5)};
+  std::chrono::milliseconds retention{std::chrono::hours(24 * 30)};  // 0 = keep forever
+};
+
+struct DaemonConfig {
+  DatabaseConfig database;
+  WorkerConfig worker;
+  PluginsConfig plugins;
+  WorkflowsConfig workflows;
+  LogConfig log;
+  MetricsConfig metrics;
+  MaintenanceConfig maintenance;
+  // The `schedules:` section; declared = the key is present (even empty), so
+  // the daemon makes the schedules table match it.
+  std::vector<ScheduleDefinition> schedules;
+  bool schedules_declared = false;
+  std::string source;  // the config file, "" for defaults only
+
+  int EffectivePoolSize() const;    // pool_size, or concurrency + 2
+  int EffectiveClaimBatch() const;  // claim_batch, or concurrency
+  std::string EffectiveWorkerId() const;  // id, or "<hostname>:<pid>"
+};
+
+// Loads and validates a config file. Relative paths (plugins.directories,
+// workflows.paths, database.url_file) are resolved against the file's
+// folder. Throws ConfigError "file:line: key.path: problem" for malformed
+// YAML, unknown keys, invalid values and an unreadable secret.
+DaemonConfig LoadConfig(const std::filesystem::path& file);
+
+// The same from text. Relative paths resolve against base_dir, or against
+// the folder of `source` when base_dir is empty.
+DaemonConfig LoadConfigFromString(std::string_view text, const std::string& source,
+                                  const std::filesystem::path& base_dir = {});
+
+// Looks an environment variable up; nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+// Applies CAIRN_DATABASE_URL, CAIRN_SCHEMA, CAIRN_CONCURRENCY and
+// CAIRN_LOG_LEVEL over the file's values (environment beats file). A
+// variable set to the empty string counts as unset. Throws ConfigError
+// naming the variable for an invalid value. The one-argument form reads
+// the process environment.
+void ApplyEnvironment(DaemonConfig& config);
+void ApplyEnvironment(DaemonConfig& config, const EnvLookup& env);
+
+// Re-checks every rule on a config (for example after the CLI applied its
+// flags). Throws ConfigError naming the key path.
+void ValidateConfig(const DaemonConfig& config);
+
+// Reads a secret file: the whole content without trailing CR/LF. Throws
+// ConfigError naming `what` when missing, unreadable, empty or over 64 KiB.
+std::string ReadSecretFile(const std::filesystem::path& file, const std::string& what);
+
+// The URL with any password replaced by "****" (URI user:password@, the
+// password= query parameter, and password=... in key=value form).
+std::string RedactDatabaseUrl(std::string_view url);
+
+}  // namespace cairn

@@ -1,0 +1,341 @@
+// See executor.hpp. A step's code runs through InvokeWithTimeout
+// (step_invocation.hpp); what its commit writes comes from step_plan.
+#include "executor.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <random>
+#include <variant>
+
+#include "metrics.hpp"
+#include "step_invocation.hpp"
+
+namespace cairn {
+
+namespace {
+
+double JitterSample() {
+  thread_local std::mt19937_64 engine{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.0, 1.0)(engine);
+}
+
+StepOutcome TimeoutOutcome(const StepDefinition& step) {
+  return FailureOutcome("timeout",
+                        "step " + step.name + " exceeded its timeout of " +
+                            FormatDuration(step.timeout),
+                        true);
+}
+
+}  // namespace
+
+// What a commit wrote: the checkpoint, and the signal that was already in the
+// inbox for the wait it created (the run then continues at once with it).
+struct Executor::CommittedPlan {
+  CheckpointResult checkpoint;
+  std::optional<Resume> inbox_resume;
+};
+
+struct Executor::StepResult {
+  enum class End { kContinue, kParked, kLost } end = End::kParked;
+  std::string_view outcome = kStepLost;  // the cairn_steps_total outcome label
+  std::optional<Resume> resume;          // for kContinue: the next step resumes with it
+};
+
+Executor::CommittedPlan Executor::Commit(store::Tx& tx, StepPlan& plan) {
+  CommittedPlan committed;
+  if (plan.wait) {
+    // A wait whose signal already arrived (the inbox) turns the plan into
+    // "continue at once", resuming on this slot.
+    WaitRecord wait = store::SaveWait(tx, *plan.wait);
+    if (wait.status == WaitStatus::kResuming) {
+      plan.checkpoint.status = RunStatus::kRunning;
+      committed.inbox_resume = Resume{wait.correlation_key, wait.event,
+                                      wait.payload.value_or(Json::object()),
+                                      wait.claimant.value_or("")};
+    }
+  }
+  if (plan.resumed) {
+    store::CompleteWait(tx, plan.resumed->correlation_key, plan.resumed->claimant);
+  }
+  const std::optional<std::string> report_to =
+      plan.wait && plan.wait->children ? std::optional(plan.wait->correlation_key) : std::nullopt;
+  auto started = plan.events.begin();
+  for (const auto& [workflow, input] : plan.children) {
+    started = std::find_if(started, plan.events.end(),
+                           [](const RunEvent& event) { return event.kind == "child_started"; });
+    (*started->value)["id"] =
+        store::StartChildRun(tx, plan.checkpoint.run_id, report_to, workflow, input);
+    ++started;
+  }
+  committed.checkpoint = store::SaveCheckpoint(tx, plan.checkpoint, plan.events);
+  for (const auto& [key, payload] : plan.signals) store::Signal(tx, key, payload);
+  return committed;
+}
+
+Executor::Executor(store::ConnectionOptions connection_options, const DefinitionSet& definitions,
+                   const StepCatalog& steps, ExecutorOptions options, LeaseBook& leases)
+    : connection_(std::make_unique<store::Connection>(std::move(connection_options))),
+      definitions_(definitions),
+      steps_(steps),
+      options_(std::move(options)),
+      leases_(leases) {}
+
+Executor::~Executor() = default;
+
+bool Executor::Healthy() const { return connection_->IsOpen(); }
+
+bool Executor::Release(const Run& run, std::chrono::milliseconds delay) {
+  return connection_->Transact([&](store::Tx& tx) {
+    return store::ReleaseRun(tx, run.id, run.version, options_.worker_id, delay);
+  });
+}
+
+ExecutionEnd Executor::Execute(Run claimed, const std::atomic<bool>& stopping) {
+  try {
+    if (!connection_->TryLockStack(claimed.id)) {
+      // A zombie still executes this run on another session; let it finish
+      // or die, then try again.
+      spdlog::info("run {}: stack lock held by another session, handing the run back",
+                   claimed.id);
+      Release(claimed, options_.stack_busy_delay);
+      return ExecutionEnd::kHandedBack;
+    }
+    struct Unlock {
+      store::Connection& connection;
+      const std::string& run_id;
+      ~Unlock() {
+        try {
+          connection.UnlockStack(run_id);
+        } catch (const std::exception& e) {
+          spdlog::warn("run {}: releasing the stack lock failed: {}", run_id, e.what());
+        }
+      }
+    } unlock{*connection_, claimed.id};
+
+    // The claim's snapshot may be stale: the run may have moved on between
+    // the claim and the lock.
+    auto fresh = connection_->Autocommit(
+        [&](store::Tx& tx) { return store::LoadRunForExecution(tx, claimed.id); });
+    if (!fresh || fresh->run.status != RunStatus::kRunning ||
+        fresh->run.lease_owner != options_.worker_id || fresh->run.version != claimed.version) {
+      spdlog::info("run {}: changed after the claim, leaving it", claimed.id);
+      return ExecutionEnd::kLost;
+    }
+    leases_.Hold(fresh->run.id, fresh->run.version);
+    struct Drop {
+      LeaseBook& leases;
+      const std::string& run_id;
+      ~Drop() { leases.Drop(run_id); }
+    } drop{leases_, claimed.id};
+    return ExecuteLocked(fresh->run, std::move(fresh->resume), stopping);
+  } catch (const std::exception& e) {
+    spdlog::error("run {}: {}", claimed.id, e.what());
+    return ExecutionEnd::kLost;
+  }
+}
+
+ExecutionEnd Executor::ExecuteLocked(Run& run, std::optional<Resume> resume,
+                                     const std::atomic<bool>& stopping) {
+  const WorkflowDefinition* workflow = definitions_.FindByHash(run.definition_hash);
+  if (!workflow) {
+    // Claims filter on served definitions, so this is a bug, not a state.
+    spdlog::error("run {}: definition {} is not loaded here", run.id, run.definition_hash);
+    Release(run, options_.stack_busy_delay);
+    return ExecutionEnd::kHandedBack;
+  }
+  while (true) {
+    if (stopping.load()) {
+      return Release(run, std::chrono::milliseconds(0)) ? ExecutionEnd::kHandedBack
+                                                         : ExecutionEnd::kLost;
+    }
+    if (leases_.Lost(run.id)) return ExecutionEnd::kLost;
+    const auto step_started = std::chrono::steady_clock::now();
+    std::string step_name;
+    // An unwinding run's waits were cancelled or expired: it resumes from none.
+    StepResult result = run.final_status ? RunCompensation(run, *workflow, step_name)
+                                         : RunForwardStep(run, *workflow, resume, step_name);
+    resume = std::move(result.resume);
+    if (options_.metrics) {
+      options_.metrics->StepEnded(workflow->name, step_name, result.outcome,
+                                  std::chrono::steady_clock::now() - step_started, run.status);
+    }
+    if (result.end == StepResult::End::kLost) return ExecutionEnd::kLost;
+    if (result.end == StepResult::End::kParked) return ExecutionEnd::kParked;
+  }
+}
+
+Executor::StepResult Executor::RunForwardStep(Run& run, const WorkflowDefinition& workflow,
+                                              const std::optional<Resume>& resume,
+                                              std::string& step_name) {
+  const std::string cursor = run.cursor.value_or(workflow.FirstStep());
+  step_name = cursor;
+  // The signal's payload joins the context now; it commits with this step,
+  // whatever its outcome.
+  std::optional<Resumption> resumption;
+  if (resume) resumption = TakeUpResume(run, *resume, cursor);
+  auto with_resume = [&](StepPlan plan) {
+    if (resumption) AttachResume(plan, *resumption);
+    return plan;
+  };
+  const StepDefinition* step = workflow.FindStep(cursor);
+  if (!step) {
+    // Cannot happen for a run pinned to its definition; fail it visibly.
+    return CommitAlone(
+        run, with_resume(PlanRunFailure(
+                 run, cursor, run.attempt + 1,
+                 FailureOutcome("unknown_step",
+                                "the run's cursor names step \"" + cursor + "\", which workflow " +
+                                    workflow.name + " v" + std::to_string(workflow.version) +
+                                    " does not have",
+                                false),
+                 options_.lease)));
+  }
+  return RunStep(run, workflow, *step, [&](const StepOutcome& outcome) {
+    return with_resume(PlanStep(run, workflow, *step, outcome, JitterSample(), options_.lease));
+  });
+}
+
+Executor::StepResult Executor::RunCompensation(Run& run, const WorkflowDefinition& workflow,
+                                               std::string& step_name) {
+  const std::string top =
+      run.compensations.empty() ? std::string() : run.compensations.back().get<std::string>();
+  const StepDefinition* compensated = workflow.FindStep(top);
+  if (!compensated || !compensated->compensate) {
+    // Cannot happen for a run pinned to its definition; stop unwinding visibly.
+    StepDefinition unknown;
+    unknown.name = top;
+    unknown.compensate = top;
+    step_name = top;
+    return CommitAlone(
+        run, PlanCompensation(run, unknown,
+                              FailureOutcome("unknown_step",
+                                             "the run's compensation stack names step \"" + top +
+                                                 "\", which has no compensation in workflow " +
+                                                 workflow.name + " v" +
+                                                 std::to_string(workflow.version),
+                                             false),
+                              JitterSample(), options_.lease));
+  }
+  const StepDefinition compensation = compensated->Compensation();
+  step_name = compensation.name;
+  return RunStep(run, workflow, compensation, [&](const StepOutcome& outcome) {
+    return PlanCompensation(run, *compensated, outcome, JitterSample(), options_.lease);
+  });
+}
+
+Executor::StepResult Executor::Adopt(Run& run, const StepPlan& plan, CommittedPlan committed) {
+  run.version = committed.checkpoint.version;
+  run.context = plan.checkpoint.context;
+  run.cursor = plan.checkpoint.cursor;
+  run.attempt = plan.checkpoint.attempt;
+  run.status = committed.checkpoint.status;
+  run.error = plan.checkpoint.error;
+  run.compensations = plan.checkpoint.compensations;
+  run.final_status = plan.checkpoint.final_status;
+  leases_.Update(run.id, run.version);
+  StepResult result;
+  result.outcome = StepOutcomeLabel(plan.events);
+  result.end = run.status == RunStatus::kRunning ? StepResult::End::kContinue
+                                                 : StepResult::End::kParked;
+  result.resume = std::move(committed.inbox_resume);
+  return result;
+}
+
+Executor::StepResult Executor::CommitAlone(Run& run, StepPlan plan) {
+  // A plan that is one statement commits without an explicit transaction.
+  const bool one_statement =
+      !plan.wait && !plan.resumed && plan.signals.empty() && plan.children.empty();
+  auto commit = [&](store::Tx& tx) { return Commit(tx, plan); };
+  CommittedPlan committed =
+      one_statement ? connection_->Autocommit(commit) : connection_->Transact(commit);
+  return Adopt(run, plan, std::move(committed));
+}
+
+Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workflow,
+                                       const StepDefinition& step, const Planner& plan_for) {
+  auto log = [&](spdlog::level::level_enum level, const std::string& message) {
+    spdlog::log(level, "run {} workflow {} step {} attempt {}: {}", run.id, workflow.name,
+                step.name, run.attempt + 1, message);
+  };
+  std::shared_ptr<Step> plugin_step = steps_.Find(step.run);
+  StepCall call;
+  call.run_id = run.id;
+  call.workflow = workflow.name;
+  call.step = step.name;
+  call.attempt = run.attempt + 1;
+  call.input = &run.input;
+  call.context = &run.context;
+
+  std::optional<StepOutcome> failure;  // to commit in a transaction of its own
+  try {
+    if (!plugin_step) {
+      failure = FailureOutcome("unknown_step",
+                               "plugin step \"" + step.run + "\" is not loaded", false);
+    } else if (!step.transactional) {
+      auto outcome = InvokeWithTimeout(plugin_step, call, nullptr, step.timeout);
+      if (!outcome) outcome = TimeoutOutcome(step);
+      if (outcome->kind == OutcomeKind::kFail) {
+        failure = *outcome;
+      } else {
+        return CommitAlone(run, plan_for(*outcome));
+      }
+    } else {
+      // The step's own writes and its checkpoint commit together; a step that
+      // did not succeed rolls its writes back and records the failure apart.
+      StepPlan plan;
+      auto ended = connection_->Transact(
+          [&](store::Tx& tx) -> std::variant<CommittedPlan, StepOutcome> {
+            store::SetStatementTimeout(tx, step.timeout);
+            auto sql = std::make_shared<TransactionStepSql>(tx);
+            auto outcome = InvokeWithTimeout(plugin_step, call, sql, step.timeout);
+            auto sql_failure = sql->Close();
+            std::optional<StepOutcome> rolled_back;
+            if (!outcome) {
+              rolled_back = TimeoutOutcome(step);
+            } else if (sql_failure) {
+              rolled_back = FailureOutcome("sql", *sql_failure, true);
+            } else if (outcome->kind == OutcomeKind::kFail) {
+              rolled_back = *outcome;
+            } else {
+              plan = plan_for(*outcome);
+              rolled_back = plan.refused;
+            }
+            if (rolled_back) {
+              tx.RollBackOnReturn();
+              return *rolled_back;
+            }
+            return Commit(tx, plan);
+          });
+      if (auto* committed = std::get_if<CommittedPlan>(&ended)) {
+        return Adopt(run, plan, std::move(*committed));
+      }
+      failure = std::get<StepOutcome>(std::move(ended));
+    }
+  } catch (const OccConflictError& e) {
+    log(spdlog::level::warn, std::string("lost the run: ") + e.what());
+    return {StepResult::End::kLost};
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::kTransient || e.kind() == ErrorKind::kInDoubt) {
+      // Whether the commit landed is unknown. Never repeat it blindly; the
+      // lease expires and the run is recovered from whatever the database
+      // holds.
+      log(spdlog::level::warn, std::string("checkpoint not confirmed: ") + e.what());
+      return {StepResult::End::kLost};
+    }
+    // The commit was refused (an unknown child workflow, invalid input, a
+    // constraint): nothing of it landed, and trying again cannot help.
+    failure = FailureOutcome("checkpoint", e.what(), false);
+  }
+
+  log(failure->retryable ? spdlog::level::warn : spdlog::level::err,
+      failure->error_code + ": " + failure->error_message);
+  try {
+    return CommitAlone(run, plan_for(*failure));
+  } catch (const std::exception& e) {
+    log(spdlog::level::warn, std::string("recording the failure failed: ") + e.what());
+    return {StepResult::End::kLost};
+  }
+}
+
+}  // namespace cairn

@@ -1,0 +1,46 @@
+// One call of a step's code, on a thread of its own so that its timeout can
+// be enforced: a step that overruns is abandoned (its thread finishes on its
+// own and its results are discarded). A transactional step reaches its
+// checkpoint transaction through TransactionStepSql, which is closed once
+// the slot stops waiting, so an abandoned step can no longer touch a
+// transaction that is being rolled back.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "step.hpp"
+#include "store.hpp"
+
+namespace cairn {
+
+// The step's SQL gateway into the checkpoint transaction.
+class TransactionStepSql : public StepSql {
+ public:
+  explicit TransactionStepSql(store::Tx& tx) : tx_(&tx) {}
+
+  Json Execute(const std::string& sql, const Json& params) override;
+
+  // Returns the SQL failure, if any, once no statement can run any more.
+  std::optional<std::string> Close();
+
+ private:
+  std::mutex mutex_;
+  store::Tx* tx_;
+  bool closed_ = false;
+  std::optional<std::string> failure_;
+};
+
+// Invokes `step` with `call` (whose input and context this copies, so the
+// step thread never refers to the caller's objects) and waits up to
+// `timeout`. Returns the outcome, or nothing when the step overran: its
+// thread is then left to finish on its own. An exception from the step
+// becomes a retryable failure with code "exception".
+std::optional<StepOutcome> InvokeWithTimeout(std::shared_ptr<Step> step, const StepCall& call,
+                                             std::shared_ptr<TransactionStepSql> sql,
+                                             std::chrono::milliseconds timeout);
+
+}  // namespace cairn

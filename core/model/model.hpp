@@ -1,0 +1,232 @@
+// Plain structs that travel between the engine and the store: runs, their
+// checkpoints and history, wait records, idempotency records. No SQL and no
+// libpqxx types here. Timestamps are PostgreSQL's own text in UTC
+// ("2026-11-30 10:21:14.123456+00"): the engine never compares times itself.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cairn {
+
+using Json = nlohmann::json;
+
+enum class RunStatus {
+  kReady,        // due at run_at, claimable
+  kRunning,      // leased by a worker
+  kWaiting,      // parked on a wait record
+  kCompleted,
+  kFailed,
+  kCancelled,
+  kCompensating,        // failed or cancelled; its compensations are due (claimable)
+  kCompensationFailed,  // a compensation failed for good; `cairn retry` resumes it
+};
+
+std::string_view ToString(RunStatus status);
+// Throws InvalidArgumentError for an unknown name.
+RunStatus ParseRunStatus(std::string_view name);
+bool IsFinished(RunStatus status);
+
+struct Run {
+  std::string id;
+  std::string namespace_name;
+  std::string workflow;
+  int definition_version = 0;
+  std::string definition_hash;
+  std::optional<std::string> key;
+  std::string queue;
+  int priority = 0;
+  Json input = Json::object();
+  Json context = Json::object();
+  std::optional<std::string> cursor;
+  int attempt = 0;
+  RunStatus status = RunStatus::kReady;
+  std::string run_at;
+  std::optional<std::string> lease_owner;
+  std::optional<std::string> lease_expires_at;
+  int64_t version = 0;
+  std::optional<Json> output;
+  std::optional<std::string> error;
+  std::optional<std::string> parent_run_id;
+  std::optional<std::string> cancel_reason;
+  // Steps with a compensation that committed, in commit order (JSON array of
+  // step names); unwinding pops from the end.
+  Json compensations = Json::array();
+  // Set once the run unwinds: the status it ends in (failed or cancelled)
+  // when its compensations are done. While set, the run executes
+  // compensations, not steps.
+  std::optional<RunStatus> final_status;
+  // A child run: the parent's wait it reports to when it finishes.
+  std::optional<std::string> parent_wait_key;
+  std::string created_at;
+  std::string updated_at;
+  std::optional<std::string> finished_at;
+};
+
+struct NewRun {
+  std::string namespace_name = "default";
+  std::string workflow;
+  int definition_version = 1;
+  std::string definition_hash;
+  std::optional<std::string> key;  // idempotency key, unique per namespace and workflow
+  std::string queue = "default";
+  int priority = 0;
+  Json input = Json::object();
+  Json context = Json::object();
+  std::optional<std::string> cursor;  // the first step
+  std::optional<std::string> run_at;  // timestamptz text; absent: now
+  std::optional<std::string> parent_run_id;
+};
+
+struct CreateRunResult {
+  Run run;
+  bool created = false;  // false: a run with this key already existed and is returned
+};
+
+// The state a step commits. The store bumps the version; a cancelled run
+// stays cancelled whatever status the checkpoint asks for.
+struct Checkpoint {
+  std::string run_id;
+  int64_t expected_version = 0;
+  Json context = Json::object();
+  std::optional<std::string> cursor;
+  RunStatus status = RunStatus::kRunning;
+  int attempt = 0;
+  // For kReady and kCompensating: due after this many milliseconds (database time), or at run_at.
+  int64_t delay_ms = 0;
+  std::optional<std::string> run_at;
+  // For kRunning: the lease is extended by this much from database now(),
+  // held by lease_owner (absent: the current owner keeps it).
+  int64_t lease_ms = 30000;
+  std::optional<std::string> lease_owner;
+  std::optional<Json> output;
+  std::optional<std::string> error;
+  Json compensations = Json::array();       // the run's compensation stack after this step
+  std::optional<RunStatus> final_status;    // see Run::final_status
+};
+
+struct CheckpointResult {
+  int64_t version = 0;
+  RunStatus status = RunStatus::kRunning;  // kCancelled when a cancel won
+};
+
+struct RunEvent {
+  int64_t position = 0;  // assigned by the store
+  std::string run_id;
+  std::optional<std::string> step;
+  int attempt = 0;
+  std::string kind;  // "context" for a field mutation, else a lifecycle name
+  std::optional<std::string> field;
+  std::optional<Json> value;
+  std::string created_at;
+};
+
+enum class CancelOutcome {
+  kCancelled,        // cancelled now (status cancelled, or compensating first)
+  kAlreadyFinished,  // nothing changed
+  kCompensating,     // already unwinding after a failure or cancel: nothing changed
+};
+
+struct CancelResult {
+  CancelOutcome outcome = CancelOutcome::kCancelled;
+  RunStatus status = RunStatus::kCancelled;  // the status the run has now
+  int64_t version = 0;
+  int waits_cancelled = 0;
+};
+
+struct RunFilter {
+  std::optional<std::string> namespace_name;
+  std::optional<std::string> workflow;
+  std::optional<RunStatus> status;
+  std::optional<std::string> created_after;   // inclusive
+  std::optional<std::string> created_before;  // exclusive
+  std::optional<std::string> key_prefix;
+};
+
+struct RunPage {
+  std::vector<Run> runs;
+  std::optional<std::string> next_cursor;  // opaque; absent on the last page
+};
+
+struct HistoryPage {
+  std::vector<RunEvent> events;
+  std::optional<int64_t> next_position;  // pass as `after` for the next page
+};
+
+enum class WaitStatus { kWaiting, kResuming, kResumed, kCancelled, kExpired };
+std::string_view ToString(WaitStatus status);
+WaitStatus ParseWaitStatus(std::string_view name);
+
+enum class ChildWait { kAll, kFirst };
+std::string_view ToString(ChildWait mode);
+// Throws InvalidArgumentError for a name other than "all" or "first".
+ChildWait ParseChildWait(std::string_view name);
+
+struct NewWait {
+  std::string correlation_key;
+  std::string run_id;
+  std::string event;
+  std::string continuation_step;
+  std::optional<std::string> timeout_step;
+  std::optional<int64_t> timeout_ms;  // absent: never expires
+  // A wait for the child runs the step started: resumes when all of them, or
+  // the first of them, finished. Absent: a wait for a signal.
+  std::optional<ChildWait> children;
+};
+
+// A wait a signal claimed (WAITING -> RESUMING): the run continues with the
+// payload under the wait's event name, and its next commit marks the wait
+// RESUMED as `claimant`.
+struct Resume {
+  std::string correlation_key;
+  std::string event;
+  Json payload;
+  std::string claimant;
+};
+
+struct WaitRecord {
+  std::string correlation_key;
+  std::string run_id;
+  std::string event;
+  std::string continuation_step;
+  std::optional<std::string> timeout_step;
+  std::optional<ChildWait> children;  // a wait for child runs
+  WaitStatus status = WaitStatus::kWaiting;
+  std::optional<Json> payload;
+  std::optional<std::string> claimant;
+  std::optional<std::string> expires_at;
+  bool expired = false;  // expires_at has passed, by database time
+  std::string created_at;
+  std::optional<std::string> claimed_at;
+  std::optional<std::string> resumed_at;
+};
+
+enum class IdempotencyClaimStatus { kClaimed, kCompleted, kInProgress };
+
+struct IdempotencyClaim {
+  IdempotencyClaimStatus status = IdempotencyClaimStatus::kClaimed;
+  std::optional<Json> result;  // for kCompleted
+};
+
+struct IdempotencyRecord {
+  std::string key;
+  std::string status;  // "in_progress" or "completed"
+  std::optional<std::string> owner;
+  std::optional<Json> result;
+  std::string expires_at;
+  bool expired = false;  // by database time: the key can be claimed afresh
+  std::string created_at;
+  std::optional<std::string> completed_at;
+};
+
+struct RetentionResult {
+  int64_t runs = 0;
+  int64_t events = 0;
+  int64_t waits = 0;
+};
+
+}  // namespace cairn

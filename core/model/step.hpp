@@ -1,0 +1,84 @@
+// The step contract: what the engine needs from a step, whatever plugin it
+// came from (a name and a function from input and context to one outcome),
+// and the catalog it finds steps in. The plugin room adapts the C ABI to
+// this; the engine knows nothing of dlopen or C buffers.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model.hpp"
+
+namespace cairn {
+
+enum class OutcomeKind { kNext, kJump, kWait, kSleep, kComplete, kFail };
+
+struct StepOutcome {
+  OutcomeKind kind = OutcomeKind::kNext;
+  // Context fields the step set (kNext, kJump, and any other kind): merged
+  // into the run's context, one audit event per changed field. A null value
+  // removes the field.
+  Json context_updates = Json::object();
+  std::string jump_to;            // kJump: the step name
+  std::string wait_event;         // kWait
+  std::string wait_key;           // kWait: correlation key (none for wait_children)
+  // kWait for the child runs this step starts: all of them or the first to
+  // finish; their summaries join the context under wait_event.
+  std::optional<ChildWait> wait_children;
+  std::optional<int64_t> wait_timeout_ms;  // kWait
+  std::optional<int64_t> sleep_ms;         // kSleep: duration
+  std::optional<std::string> sleep_until;  // kSleep: timestamptz text
+  Json output;                    // kComplete
+  bool retryable = true;          // kFail
+  std::string error_code;         // kFail: matched against non-retryable codes
+  std::string error_message;      // kFail
+  // Signals to other runs (correlation key, payload), sent in the step's
+  // commit; dropped when the step fails.
+  std::vector<std::pair<std::string, Json>> signals;
+  // Child runs to start (workflow, input), in the step's commit; dropped
+  // when the step fails.
+  std::vector<std::pair<std::string, Json>> children;
+};
+
+// Lets a transactional step run parameterized SQL inside the checkpoint's
+// transaction. params is a JSON array; the result is a JSON array of row
+// objects. Throws InvalidArgumentError for refused statements.
+class StepSql {
+ public:
+  virtual ~StepSql() = default;
+  virtual Json Execute(const std::string& sql, const Json& params) = 0;
+};
+
+struct StepCall {
+  std::string run_id;
+  std::string workflow;
+  std::string step;
+  int attempt = 0;
+  const Json* input = nullptr;
+  const Json* context = nullptr;
+  StepSql* sql = nullptr;  // non-null only for transactional steps
+};
+
+// A step as the engine sees it. Invoke never throws for a step's own failure:
+// that is an OutcomeKind::kFail.
+class Step {
+ public:
+  virtual ~Step() = default;
+  virtual const std::string& name() const = 0;
+  virtual const std::string& plugin() const = 0;
+  virtual StepOutcome Invoke(const StepCall& call) = 0;
+};
+
+// Where the engine finds the step a definition's `run` names. Find is safe
+// from any thread once the catalog is built.
+class StepCatalog {
+ public:
+  virtual ~StepCatalog() = default;
+  // The step registered under `step_name`, or nullptr when there is none.
+  virtual std::shared_ptr<Step> Find(const std::string& step_name) const = 0;
+};
+
+}  // namespace cairn

@@ -1,0 +1,257 @@
+// The store's session layer: connecting, transactions, SQLSTATE translation,
+// the stack lock and row decoding. Queries themselves live in sql/queries.
+#include <spdlog/spdlog.h>
+
+#include "identifier.hpp"
+#include "sql_catalog.hpp"
+#include "store_internal.hpp"
+
+namespace cairn::store {
+
+namespace {
+
+// SQLSTATEs worth retrying: the same statement can succeed a moment later.
+bool IsTransientSqlState(const std::string& state) {
+  if (state.rfind("08", 0) == 0) return true;  // connection exceptions
+  static const std::unordered_set<std::string> kTransient = {
+      "40001",  // serialization_failure
+      "40P01",  // deadlock_detected
+      "57P01",  // admin_shutdown
+      "57P02",  // crash_shutdown
+      "57P03",  // cannot_connect_now
+      "53300",  // too_many_connections
+      "55P03",  // lock_not_available
+      "57014",  // query_canceled (statement timeout)
+  };
+  return kTransient.count(state) > 0;
+}
+
+}  // namespace
+
+ErrorKind Classify(const std::string& state) {
+  if (IsTransientSqlState(state)) return ErrorKind::kTransient;
+  // Data exceptions: a malformed id, timestamp or JSON value in the input.
+  if (state.rfind("22", 0) == 0) return ErrorKind::kInvalidArgument;
+  return ErrorKind::kPermanent;
+}
+
+[[noreturn]] void RethrowTranslated(const std::string& operation) {
+  try {
+    throw;
+  } catch (const Error&) {
+    throw;
+  } catch (const pqxx::in_doubt_error& e) {
+    throw DatabaseError(ErrorKind::kInDoubt, operation, "", e.what());
+  } catch (const pqxx::broken_connection& e) {
+    throw DatabaseError(ErrorKind::kTransient, operation, "08006", e.what());
+  } catch (const pqxx::sql_error& e) {
+    const std::string state = e.sqlstate();
+    std::string message = e.what();
+    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) {
+      message.pop_back();
+    }
+    throw DatabaseError(Classify(state), operation, state, message);
+  } catch (const pqxx::failure& e) {
+    throw DatabaseError(ErrorKind::kPermanent, operation, "", e.what());
+  } catch (const pqxx::usage_error& e) {
+    throw DatabaseError(ErrorKind::kPermanent, operation, "", e.what());
+  } catch (const pqxx::conversion_error& e) {
+    throw DatabaseError(ErrorKind::kPermanent, operation, "", e.what());
+  }
+  // Anything else (the caller's own exceptions) passes through untouched.
+}
+
+[[noreturn]] void Tx::Impl::RethrowTranslated(const std::string& operation) {
+  store::RethrowTranslated(operation);
+}
+
+const std::string& Connection::Impl::Prepare(const std::string& name) {
+  if (prepared.insert(name).second) {
+    connection->prepare(name, sql::WithSchema(sql::Query(name), options.schema));
+  }
+  return name;
+}
+
+Connection::Connection(ConnectionOptions options) : impl_(std::make_unique<Impl>()) {
+  ValidateIdentifier("schema name", options.schema);
+  impl_->quoted_schema = QuoteIdentifier(options.schema);
+  impl_->options = std::move(options);
+  try {
+    impl_->connection = std::make_unique<pqxx::connection>(impl_->options.url);
+    // A silent reconnect would drop session locks without telling anyone:
+    // a lost session must surface as an error. libpqxx 6.4 deprecates the
+    // call (7.x no longer reconnects at all) but still reconnects without it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    impl_->connection->inhibit_reactivation(true);
+#pragma GCC diagnostic pop
+    pqxx::nontransaction setup(*impl_->connection);
+    Tx::Impl tx_impl{*impl_, setup};
+    tx_impl.Exec("session_setup", impl_->options.application_name,
+                 std::to_string(impl_->options.idle_in_transaction_timeout.count()) + "ms");
+  } catch (...) {
+    RethrowTranslated("connect");
+  }
+}
+
+Connection::~Connection() = default;
+
+const std::string& Connection::schema() const { return impl_->options.schema; }
+const std::string& Connection::quoted_schema() const { return impl_->quoted_schema; }
+int Connection::BackendPid() const { return impl_->connection->backendpid(); }
+bool Connection::IsOpen() const { return impl_->connection && impl_->connection->is_open(); }
+
+void Connection::TransactImpl(const std::function<void(Tx&)>& fn) {
+  try {
+    pqxx::work work(*impl_->connection);
+    Tx::Impl tx_impl{*impl_, work};
+    Tx tx(tx_impl);
+    fn(tx);
+    if (tx_impl.roll_back) {
+      work.abort();
+    } else {
+      work.commit();
+    }
+  } catch (...) {
+    RethrowTranslated("transaction");
+  }
+}
+
+void Tx::RollBackOnReturn() { impl_.roll_back = true; }
+
+void Connection::ExecuteOutsideTransaction(const std::function<void(Tx&)>& fn) {
+  try {
+    pqxx::nontransaction work(*impl_->connection);
+    Tx::Impl tx_impl{*impl_, work};
+    Tx tx(tx_impl);
+    fn(tx);
+  } catch (...) {
+    RethrowTranslated("statement");
+  }
+}
+
+bool Connection::TryLockStack(const std::string& run_id) {
+  auto held = impl_->stack_holds.find(run_id);
+  if (held != impl_->stack_holds.end()) {
+    ++held->second;
+    return true;
+  }
+  bool acquired = false;
+  ExecuteOutsideTransaction([&](Tx& tx) {
+    acquired = Internal(tx).Exec("stack_try_lock", schema(), run_id)[0][0].as<bool>();
+  });
+  if (acquired) impl_->stack_holds.emplace(run_id, 1);
+  return acquired;
+}
+
+void Connection::UnlockStack(const std::string& run_id) {
+  auto held = impl_->stack_holds.find(run_id);
+  if (held == impl_->stack_holds.end()) return;
+  if (--held->second > 0) return;
+  impl_->stack_holds.erase(held);
+  // A broken session has released its locks already.
+  if (!IsOpen()) return;
+  ExecuteOutsideTransaction(
+      [&](Tx& tx) { Internal(tx).Exec("stack_unlock", schema(), run_id); });
+}
+
+bool Connection::HoldsStack(const std::string& run_id) const {
+  return impl_->stack_holds.count(run_id) > 0;
+}
+
+StackLock::StackLock(Connection& connection, std::string run_id)
+    : connection_(connection), run_id_(std::move(run_id)) {
+  if (!connection_.TryLockStack(run_id_)) throw LockUnavailableError(run_id_);
+}
+
+StackLock::~StackLock() {
+  try {
+    connection_.UnlockStack(run_id_);
+  } catch (const std::exception& e) {
+    // The session is gone or going; its locks go with it.
+    spdlog::warn("releasing the stack lock of run {} failed: {}", run_id_, e.what());
+  }
+}
+
+std::optional<std::string> OptionalText(const pqxx::field& field) {
+  if (field.is_null()) return std::nullopt;
+  return std::string(field.c_str(), field.size());
+}
+
+Json JsonField(const pqxx::field& field) {
+  if (field.is_null()) return Json();
+  return Json::parse(field.c_str(), field.c_str() + field.size());
+}
+
+std::optional<Json> OptionalJson(const pqxx::field& field) {
+  if (field.is_null()) return std::nullopt;
+  return JsonField(field);
+}
+
+Run DecodeRun(const pqxx::row& row) {
+  Run run;
+  run.id = row["id"].c_str();
+  run.namespace_name = row["namespace"].c_str();
+  run.workflow = row["workflow"].c_str();
+  run.definition_version = row["definition_version"].as<int>();
+  run.definition_hash = row["definition_hash"].c_str();
+  run.key = OptionalText(row["run_key"]);
+  run.queue = row["queue"].c_str();
+  run.priority = row["priority"].as<int>();
+  run.input = JsonField(row["input"]);
+  run.context = JsonField(row["context"]);
+  run.cursor = OptionalText(row["cursor"]);
+  run.attempt = row["attempt"].as<int>();
+  run.status = ParseRunStatus(row["status"].c_str());
+  run.run_at = row["run_at"].c_str();
+  run.lease_owner = OptionalText(row["lease_owner"]);
+  run.lease_expires_at = OptionalText(row["lease_expires_at"]);
+  run.version = row["version"].as<int64_t>();
+  run.output = OptionalJson(row["output"]);
+  run.error = OptionalText(row["error"]);
+  run.parent_run_id = OptionalText(row["parent_run_id"]);
+  run.cancel_reason = OptionalText(row["cancel_reason"]);
+  run.compensations = JsonField(row["compensations"]);
+  if (!row["final_status"].is_null()) {
+    run.final_status = ParseRunStatus(row["final_status"].c_str());
+  }
+  run.parent_wait_key = OptionalText(row["parent_wait_key"]);
+  run.created_at = row["created_at"].c_str();
+  run.updated_at = row["updated_at"].c_str();
+  run.finished_at = OptionalText(row["finished_at"]);
+  return run;
+}
+
+RunEvent DecodeEvent(const pqxx::row& row) {
+  RunEvent event;
+  event.position = row["position"].as<int64_t>();
+  event.run_id = row["run_id"].c_str();
+  event.step = OptionalText(row["step"]);
+  event.attempt = row["attempt"].as<int>();
+  event.kind = row["kind"].c_str();
+  event.field = OptionalText(row["field"]);
+  event.value = OptionalJson(row["value"]);
+  event.created_at = row["created_at"].c_str();
+  return event;
+}
+
+WaitRecord DecodeWait(const pqxx::row& row) {
+  WaitRecord wait;
+  wait.correlation_key = row["correlation_key"].c_str();
+  wait.run_id = row["run_id"].c_str();
+  wait.event = row["event"].c_str();
+  wait.continuation_step = row["continuation_step"].c_str();
+  wait.timeout_step = OptionalText(row["timeout_step"]);
+  if (!row["children"].is_null()) wait.children = ParseChildWait(row["children"].c_str());
+  wait.status = ParseWaitStatus(row["status"].c_str());
+  wait.payload = OptionalJson(row["payload"]);
+  wait.claimant = OptionalText(row["claimant"]);
+  wait.expires_at = OptionalText(row["expires_at"]);
+  wait.expired = row["expired"].as<bool>();
+  wait.created_at = row["created_at"].c_str();
+  wait.claimed_at = OptionalText(row["claimed_at"]);
+  wait.resumed_at = OptionalText(row["resumed_at"]);
+  return wait;
+}
+
+}  // namespace cairn::store

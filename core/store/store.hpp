@@ -1,0 +1,345 @@
+// The store: the only code in cairn that speaks SQL. A Connection is one
+// PostgreSQL session; a Tx is one transaction on it. Every operation is a free
+// function taking the Tx it runs in, so callers can group several into one
+// atomic unit (a checkpoint with its events and waits, a start inside an
+// application's transaction). A Connection and its Tx are used by one thread
+// at a time.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include "errors.hpp"
+#include "model.hpp"
+
+namespace cairn::store {
+
+struct ConnectionOptions {
+  std::string url;  // libpq connection string or URI; empty: libpq's PG* defaults
+  std::string schema = "cairn";
+  std::string application_name = "cairn";
+  // A transaction left idle this long (a hung step) is ended by the server.
+  std::chrono::milliseconds idle_in_transaction_timeout{std::chrono::minutes(10)};
+};
+
+class Tx;
+
+class Connection {
+ public:
+  // Connects and configures the session (UTC, timeouts). Throws
+  // InvalidArgumentError for an invalid schema name before connecting.
+  explicit Connection(ConnectionOptions options);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  const std::string& schema() const;
+  const std::string& quoted_schema() const;
+  int BackendPid() const;
+  bool IsOpen() const;
+
+  // Runs fn in a transaction and commits; rolls back if fn throws or called
+  // Tx::RollBackOnReturn. Database
+  // errors come out translated (see errors.hpp); a lost COMMIT is kInDoubt.
+  template <class F>
+  auto Transact(F&& fn) {
+    using R = std::invoke_result_t<F, Tx&>;
+    if constexpr (std::is_void_v<R>) {
+      TransactImpl([&](Tx& tx) { fn(tx); });
+    } else {
+      std::optional<R> out;
+      TransactImpl([&](Tx& tx) { out.emplace(fn(tx)); });
+      return std::move(*out);
+    }
+  }
+
+  // Runs fn outside an explicit transaction: every statement commits on its
+  // own. One statement is atomic by itself and costs one round trip instead
+  // of three (BEGIN, statement, COMMIT).
+  template <class F>
+  auto Autocommit(F&& fn) {
+    using R = std::invoke_result_t<F, Tx&>;
+    if constexpr (std::is_void_v<R>) {
+      ExecuteOutsideTransaction([&](Tx& tx) { fn(tx); });
+    } else {
+      std::optional<R> out;
+      ExecuteOutsideTransaction([&](Tx& tx) { out.emplace(fn(tx)); });
+      return std::move(*out);
+    }
+  }
+
+  // The stack lock: a session-level advisory lock on the run, held by this
+  // connection. Re-entrant: each successful TryLockStack needs one UnlockStack.
+  bool TryLockStack(const std::string& run_id);
+  void UnlockStack(const std::string& run_id);
+  bool HoldsStack(const std::string& run_id) const;
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  void TransactImpl(const std::function<void(Tx&)>& fn);
+  void ExecuteOutsideTransaction(const std::function<void(Tx&)>& fn);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Holds a run's stack lock for its lifetime; throws LockUnavailableError when
+// another session holds it.
+class StackLock {
+ public:
+  StackLock(Connection& connection, std::string run_id);
+  ~StackLock();
+  StackLock(const StackLock&) = delete;
+  StackLock& operator=(const StackLock&) = delete;
+
+ private:
+  Connection& connection_;
+  std::string run_id_;
+};
+
+class Tx {
+ public:
+  struct Impl;
+  explicit Tx(Impl& impl) : impl_(impl) {}
+  Impl& impl() { return impl_; }
+
+  // In Connection::Transact: roll the transaction back instead of committing
+  // it when the function returns (say, a step that did not succeed, whose
+  // writes must not land). Control flow stays with return values.
+  void RollBackOnReturn();
+
+ private:
+  Impl& impl_;
+};
+
+// Runs.
+CreateRunResult CreateRun(Tx& tx, const NewRun& run);
+std::optional<Run> GetRun(Tx& tx, const std::string& run_id);
+// Writes the checkpoint and its audit events in one statement. Throws
+// OccConflictError (run id, expected, current) when expected_version is
+// stale (nothing is written) and NotFoundError for an unknown run.
+CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& checkpoint,
+                                const std::vector<RunEvent>& events = {});
+// Cancels the run and all its live waits in one statement. NotFoundError for
+// an unknown run; a finished run is reported as such and left unchanged.
+CancelResult CancelRun(Tx& tx, const std::string& run_id, const std::string& reason);
+inline constexpr int kMaxRunPage = 200;
+RunPage ListRuns(Tx& tx, const RunFilter& filter, int limit = kMaxRunPage,
+                 const std::optional<std::string>& cursor = std::nullopt);
+
+// History.
+void AppendEvents(Tx& tx, const std::vector<RunEvent>& events);
+inline constexpr int kMaxHistoryPage = 1000;
+HistoryPage History(Tx& tx, const std::string& run_id, int64_t after = 0,
+                    int limit = kMaxHistoryPage);
+
+// Wait records.
+// Creates the wait; when a signal for its key waited in the inbox, the record
+// comes back RESUMING with that payload (the run should continue, not park).
+WaitRecord SaveWait(Tx& tx, const NewWait& wait);
+std::optional<WaitRecord> GetWait(Tx& tx, const std::string& correlation_key);
+std::vector<WaitRecord> WaitsOfRun(Tx& tx, const std::string& run_id);
+// WAITING -> RESUMING by compare-and-swap. Throws NotFoundError,
+// WaitExpiredError (unless allow_expired) or WaitAlreadyClaimedError.
+WaitRecord ClaimWait(Tx& tx, const std::string& correlation_key, const std::string& claimant,
+                     const std::optional<Json>& payload = std::nullopt,
+                     bool allow_expired = false);
+// RESUMING -> RESUMED for the claimant that holds it; WaitAlreadyClaimedError otherwise.
+WaitRecord CompleteWait(Tx& tx, const std::string& correlation_key, const std::string& claimant);
+// WAITING or RESUMING -> CANCELLED. False when the wait had already finished.
+bool CancelWait(Tx& tx, const std::string& correlation_key);
+
+// Signals. Delivery is a compare-and-swap on the wait record, serialised
+// with wait creation per key, so a signal resumes its run exactly once.
+enum class SignalOutcome {
+  kDelivered,         // the run resumes at the continuation step
+  kAlreadyDelivered,  // a duplicate: nothing changed
+  kExpired,           // the wait timed out: nothing changed
+  kCancelled,         // the wait was cancelled with its run: nothing changed
+  kStored,            // no wait with this key yet: kept in the inbox
+};
+std::string_view ToString(SignalOutcome outcome);
+SignalOutcome Signal(Tx& tx, const std::string& correlation_key, const Json& payload,
+                     std::chrono::milliseconds inbox_retention = std::chrono::hours(24));
+// Expires waits whose timeout passed: their runs continue at the step's
+// timeout step, or fail. Returns how many.
+int64_t ExpireWaits(Tx& tx, int limit = 1000);
+// Drops inbox signals nobody waited for within their retention.
+int64_t CleanupInbox(Tx& tx, int limit = 1000);
+
+enum class RetryOutcome {
+  kRetried,
+  kNotFailed,    // nothing changed; status says what the run is
+  kCompensated,  // failed and its steps were undone: nothing changed, start a new run
+};
+struct RetryResult {
+  RetryOutcome outcome = RetryOutcome::kRetried;
+  RunStatus status = RunStatus::kReady;  // for kNotFailed: the status the run has
+};
+// Restarts a failed run at its failed step with a fresh attempt budget, or a
+// run whose compensation failed at that compensation.
+// NotFoundError for an unknown run.
+RetryResult RetryRun(Tx& tx, const std::string& run_id);
+
+// What a slot needs to execute a run: the run and, when a signal claimed its
+// wait, the wait it resumes from.
+struct RunForExecution {
+  Run run;
+  std::optional<Resume> resume;
+};
+std::optional<RunForExecution> LoadRunForExecution(Tx& tx, const std::string& run_id);
+
+// Idempotency store.
+IdempotencyClaim ClaimIdempotencyKey(Tx& tx, const std::string& key, const std::string& owner,
+                                     std::chrono::milliseconds lease);
+// False when owner no longer holds the in-progress claim.
+bool CompleteIdempotencyKey(Tx& tx, const std::string& key, const std::string& owner,
+                            const Json& result, std::chrono::milliseconds ttl);
+bool FailIdempotencyKey(Tx& tx, const std::string& key, const std::string& owner);
+std::optional<Json> IdempotencyResult(Tx& tx, const std::string& key);
+std::optional<IdempotencyRecord> GetIdempotencyRecord(Tx& tx, const std::string& key);
+int64_t CleanupIdempotencyKeys(Tx& tx, int limit = 1000);
+
+// Retention: deletes finished runs (with their history and waits) and
+// finished waits older than `older_than`, batch rows per transaction.
+RetentionResult DeleteFinished(Connection& connection, std::chrono::hours older_than,
+                               int batch = 1000);
+
+// Worker-side operations: claiming, leases, registration.
+struct StartRequest {
+  std::string workflow;
+  Json input = Json::object();
+  std::optional<std::string> key;
+  std::optional<std::string> queue;  // absent: the definition's queue
+  int priority = 0;
+  std::optional<std::string> run_at;  // timestamptz text; absent: now
+  std::string namespace_name = "default";
+  std::optional<int> version;  // absent: the newest registered definition
+};
+// Starts a run through the schema's start_run SQL function (the same path an
+// application uses); returns the run id. NotFoundError for an unknown workflow.
+std::string StartRun(Tx& tx, const StartRequest& request);
+// Starts a child run of the newest registered definition of `workflow`; with
+// parent_wait_key it reports to that wait of the parent when it finishes.
+// Returns its id. NotFoundError for an unknown workflow.
+std::string StartChildRun(Tx& tx, const std::string& parent_run_id,
+                          const std::optional<std::string>& parent_wait_key,
+                          const std::string& workflow, const Json& input);
+
+std::vector<Run> ClaimRuns(Tx& tx, const std::vector<std::string>& queues,
+                           const std::vector<std::string>& definition_hashes, int limit,
+                           const std::string& worker_id, std::chrono::milliseconds lease);
+// Milliseconds until the next claimable run is due; nullopt when none is ready.
+std::optional<int64_t> MillisUntilNextDue(Tx& tx, const std::vector<std::string>& queues,
+                                          const std::vector<std::string>& definition_hashes);
+struct HeldRun {
+  std::string run_id;
+  int64_t version = 0;
+};
+// Extends the leases still held; returns the ids renewed (a missing id was
+// taken over and its holder must stop).
+std::vector<std::string> RenewLeases(Tx& tx, const std::string& worker_id,
+                                     const std::vector<HeldRun>& held,
+                                     std::chrono::milliseconds lease);
+// Makes runs with expired leases ready again; returns how many.
+int64_t ReapExpiredLeases(Tx& tx, int limit = 1000);
+// Hands a held run back (ready after delay) without consuming an attempt;
+// false when the run was no longer held at that version.
+bool ReleaseRun(Tx& tx, const std::string& run_id, int64_t version, const std::string& worker_id,
+                std::chrono::milliseconds delay);
+
+struct DefinitionRecord {
+  std::string hash;
+  std::string workflow;
+  int version = 0;
+  std::string first_step;
+  Json definition;
+};
+void RegisterDefinition(Tx& tx, const DefinitionRecord& definition);
+
+struct WorkerRecord {
+  std::string id;
+  std::string hostname;
+  int pid = 0;
+  std::vector<std::string> queues;
+  std::vector<std::string> served_definitions;
+};
+void RegisterWorker(Tx& tx, const WorkerRecord& worker);
+void HeartbeatWorker(Tx& tx, const std::string& worker_id);
+void StopWorker(Tx& tx, const std::string& worker_id);
+// Unfinished runs that no live worker (heartbeat within `liveness`) can serve.
+std::vector<Run> StrandedRuns(Tx& tx, std::chrono::milliseconds liveness, int limit = kMaxRunPage);
+// Re-pins unfinished runs from one definition to another; returns their ids.
+std::vector<std::string> RepinRuns(Tx& tx, const std::string& from_hash,
+                                   const std::string& to_hash);
+
+// Waits for NOTIFY wake-ups on its own connection. Hints only: a lost
+// notification costs latency, never correctness.
+class WakeListener {
+ public:
+  explicit WakeListener(ConnectionOptions options);
+  ~WakeListener();
+  // Blocks up to timeout; true when a wake-up arrived. Throws on a lost
+  // connection (the caller reconnects with a new listener).
+  bool Wait(std::chrono::milliseconds timeout);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// How many runs there are in each status.
+std::unordered_map<RunStatus, int64_t> CountRuns(Tx& tx);
+// Drops the connection's schema and everything in it (benchmarks' scratch
+// schemas). There is no undo.
+void DropSchema(Tx& tx);
+
+// Database time plus an offset, as timestamptz text: due times are always
+// computed by the database, never from a worker's clock.
+std::string DatabaseNowPlus(Tx& tx, std::chrono::milliseconds offset);
+
+// A transactional step's own statement, in the checkpoint's transaction.
+// params is a JSON array bound as $1..$n (strings as text, null as NULL,
+// other values as their JSON text); returns the rows as JSON objects.
+// Transaction control (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, ...) is refused
+// with InvalidArgumentError.
+Json ExecuteStepSql(Tx& tx, const std::string& sql, const Json& params);
+// Bounds every statement of this transaction (a step's SQL included).
+void SetStatementTimeout(Tx& tx, std::chrono::milliseconds timeout);
+
+// Retrying transient failures (serialization failures, deadlocks, lost
+// connections, admin shutdown). Everything else, kInDoubt included, is thrown
+// at once: an in-doubt commit must be read back, not repeated.
+struct RetryPolicy {
+  int max_attempts = 5;
+  std::chrono::milliseconds initial_backoff{50};
+  std::chrono::milliseconds max_backoff{2000};
+  double multiplier = 2.0;
+};
+
+template <class F>
+auto RetryTransient(F&& fn, const RetryPolicy& policy = {}) {
+  std::chrono::milliseconds backoff = policy.initial_backoff;
+  thread_local std::minstd_rand jitter{std::random_device{}()};
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return fn();
+    } catch (const Error& e) {
+      if (!e.transient() || attempt >= policy.max_attempts) throw;
+    }
+    std::uniform_int_distribution<int64_t> spread(backoff.count() / 2, backoff.count());
+    std::this_thread::sleep_for(std::chrono::milliseconds(spread(jitter)));
+    backoff = std::min(policy.max_backoff, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               backoff * policy.multiplier));
+  }
+}
+
+}  // namespace cairn::store

@@ -1,0 +1,384 @@
+// Unit tests of the daemon configuration: defaults, every key, errors naming
+// file, line and key, secrets from files and systemd credentials, and the
+// environment overrides. No database.
+#include "config.hpp"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+
+namespace cairn {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "cairn-cfg-XXXXXX").string();
+    path_ = mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  fs::path Write(const std::string& name, const std::string& text) const {
+    const fs::path file = path_ / name;
+    fs::create_directories(file.parent_path());
+    std::ofstream(file, std::ios::binary) << text;
+    return file;
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string LoadError(const std::string& text, const std::string& source = "cairn.yaml") {
+  try {
+    LoadConfigFromString(text, source);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+EnvLookup Env(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+void ExpectDefaults(const DaemonConfig& c) {
+  EXPECT_EQ(c.database.url, "");
+  EXPECT_EQ(c.database.schema, "cairn");
+  EXPECT_EQ(c.database.pool_size, 0);
+  EXPECT_EQ(c.worker.id, "");
+  EXPECT_EQ(c.worker.queues, std::vector<std::string>{"default"});
+  EXPECT_EQ(c.worker.concurrency, 8);
+  EXPECT_EQ(c.worker.poll_interval, milliseconds(1000));
+  EXPECT_EQ(c.worker.lease, milliseconds(30000));
+  EXPECT_EQ(c.worker.claim_batch, 0);
+  EXPECT_EQ(c.worker.shutdown_grace, milliseconds(30000));
+  EXPECT_TRUE(c.worker.listen);
+  EXPECT_EQ(c.plugins.directories, std::vector<fs::path>{"/usr/lib/cairn/plugins"});
+  EXPECT_EQ(c.workflows.paths, std::vector<fs::path>{"/etc/cairn/workflows"});
+  EXPECT_EQ(c.log.level, "info");
+  EXPECT_EQ(c.log.format, "text");
+  EXPECT_EQ(c.metrics.listen, "127.0.0.1:9464");
+  EXPECT_EQ(c.maintenance.reaper_interval, milliseconds(5000));
+  EXPECT_EQ(c.maintenance.retention, milliseconds(30LL * 86400 * 1000));
+  EXPECT_EQ(c.EffectivePoolSize(), 10);
+  EXPECT_EQ(c.EffectiveClaimBatch(), 8);
+}
+
+TEST(ConfigLoader, UsesDefaultsWhenKeysAreAbsent) {
+  ExpectDefaults(LoadConfigFromString("", "cairn.yaml"));
+  ExpectDefaults(LoadConfigFromString("# nothing\n", "cairn.yaml"));
+  ExpectDefaults(LoadConfigFromString("worker: {}\ndatabase: {}\n", "cairn.yaml"));
+  ExpectDefaults(DaemonConfig{});
+}
+
+TEST(ConfigLoader, ReferenceFileDocumentsTheDefaults) {
+  const DaemonConfig c = LoadConfig(fs::path(CAIRN_SOURCE_DIR) / "config/cairn.yaml");
+  ExpectDefaults(c);
+  EXPECT_EQ(c.source, std::string(CAIRN_SOURCE_DIR) + "/config/cairn.yaml");
+}
+
+TEST(ConfigLoader, ReadsEveryKey) {
+  const DaemonConfig c = LoadConfigFromString(R"(
+database:
+  url: postgresql://cairn@db/cairn
+  schema: jobs
+  pool_size: 20
+worker:
+  id: w1
+  queues: [default, "mail.out"]
+  concurrency: 16
+  poll_interval: 250ms
+  lease: 1m
+  claim_batch: 4
+  shutdown_grace: 10s
+  listen: false
+plugins:
+  directories: [/opt/p, relative/plugins]
+workflows:
+  paths: [../workflows, /abs/wf.yaml]
+log: {level: debug, format: json}
+metrics:
+  listen: ""
+maintenance:
+  reaper_interval: 2s
+  retention: 0
+)",
+                                              "/etc/cairn/cairn.yaml");
+  EXPECT_EQ(c.database.url, "postgresql://cairn@db/cairn");
+  EXPECT_EQ(c.database.url_origin, "database.url in /etc/cairn/cairn.yaml");
+  EXPECT_EQ(c.database.schema, "jobs");
+  EXPECT_EQ(c.database.pool_size, 20);
+  EXPECT_EQ(c.worker.id, "w1");
+  EXPECT_EQ(c.worker.queues, (std::vector<std::string>{"default", "mail.out"}));
+  EXPECT_EQ(c.worker.concurrency, 16);
+  EXPECT_EQ(c.worker.poll_interval, milliseconds(250));
+  EXPECT_EQ(c.worker.lease, milliseconds(60000));
+  EXPECT_EQ(c.worker.claim_batch, 4);
+  EXPECT_EQ(c.worker.shutdown_grace, milliseconds(10000));
+  EXPECT_FALSE(c.worker.listen);
+  EXPECT_EQ(c.plugins.directories,
+            (std::vector<fs::path>{"/opt/p", "/etc/cairn/relative/plugins"}));
+  EXPECT_EQ(c.workflows.paths, (std::vector<fs::path>{"/etc/workflows", "/abs/wf.yaml"}));
+  EXPECT_EQ(c.log.level, "debug");
+  EXPECT_EQ(c.log.format, "json");
+  EXPECT_EQ(c.metrics.listen, "");
+  EXPECT_EQ(c.maintenance.reaper_interval, milliseconds(2000));
+  EXPECT_EQ(c.maintenance.retention, milliseconds(0));
+  EXPECT_EQ(c.EffectivePoolSize(), 20);
+  EXPECT_EQ(c.EffectiveClaimBatch(), 4);
+  EXPECT_EQ(c.EffectiveWorkerId(), "w1");
+}
+
+TEST(ConfigLoader, DefaultWorkerIdIsHostnameAndPid) {
+  const DaemonConfig c;
+  const std::string id = c.EffectiveWorkerId();
+  EXPECT_NE(id.find(':' + std::to_string(getpid())), std::string::npos) << id;
+  EXPECT_GT(id.find(':'), 0u);
+}
+
+TEST(ConfigLoader, ResolvesRelativePathsAgainstTheConfigFolder) {
+  TempDir dir;
+  const fs::path file = dir.Write("etc/cairn.yaml",
+                                  "plugins:\n  directories: [plugins]\n"
+                                  "workflows:\n  paths: [./wf, ../shared/wf.yaml]\n");
+  const DaemonConfig c = LoadConfig(file);
+  EXPECT_EQ(c.plugins.directories, std::vector<fs::path>{dir.path() / "etc/plugins"});
+  EXPECT_EQ(c.workflows.paths, (std::vector<fs::path>{dir.path() / "etc/wf",
+                                                      dir.path() / "shared/wf.yaml"}));
+}
+
+TEST(ConfigLoader, RejectsUnknownKeyWithFileAndLine) {
+  EXPECT_EQ(LoadError("worker:\n  concurrency: 4\n  concurency: 4\n"),
+            "cairn.yaml:3: worker.concurency: unknown key \"concurency\" (did you mean "
+            "\"concurrency\"?)");
+  EXPECT_EQ(LoadError("databse:\n  url: x\n"),
+            "cairn.yaml:1: databse: unknown key \"databse\" (did you mean \"database\"?)");
+}
+
+TEST(ConfigLoader, RejectsInvalidSchemaName) {
+  EXPECT_EQ(LoadError("database:\n  schema: \"bad-name; drop\"\n"),
+            "cairn.yaml:2: database.schema: invalid schema name \"bad-name; drop\": must match "
+            "^[A-Za-z_][A-Za-z0-9_]{0,62}$");
+  EXPECT_EQ(LoadError("database:\n  schema: " + std::string(64, 'a') + "\n").rfind(
+                "cairn.yaml:2: database.schema: invalid schema name", 0),
+            0u);
+}
+
+struct BadCase {
+  std::string text;
+  std::string message;
+};
+
+TEST(ConfigLoader, EveryValidationErrorNamesFileLineAndKey) {
+  const std::vector<BadCase> cases = {
+      {"worker:\n  concurrency: 0\n",
+       "cairn.yaml:2: worker.concurrency: must be an integer between 1 and 1024, got \"0\""},
+      {"worker:\n  concurrency: many\n",
+       "cairn.yaml:2: worker.concurrency: must be an integer between 1 and 1024"},
+      {"worker:\n  poll_interval: 0s\n", "cairn.yaml:2: worker.poll_interval: must be longer than 0"},
+      {"worker:\n  lease: 500ms\n", "cairn.yaml:2: worker.lease: must be at least 1s"},
+      {"worker:\n  lease: soon\n", "cairn.yaml:2: worker.lease: invalid duration \"soon\""},
+      {"worker:\n  listen: sometimes\n", "cairn.yaml:2: worker.listen: must be true or false"},
+      {"worker:\n  queues: []\n", "cairn.yaml:2: worker.queues: must list at least one queue"},
+      {"worker:\n  queues: default\n", "cairn.yaml:2: worker.queues: must be a list"},
+      {"worker:\n  queues:\n    - a\n    - a\n", "cairn.yaml:4: worker.queues[1]: duplicate queue \"a\""},
+      {"worker:\n  queues: [\"a b\"]\n", "cairn.yaml:2: worker.queues[0]: invalid queue name \"a b\""},
+      {"database:\n  pool_size: -1\n", "cairn.yaml:2: database.pool_size: must be an integer between 0"},
+      {"log:\n  level: verbose\n",
+       "cairn.yaml:2: log.level: must be one of trace | debug | info | warn | error, got "
+       "\"verbose\""},
+      {"log:\n  format: xml\n", "cairn.yaml:2: log.format: must be one of text | json, got \"xml\""},
+      {"metrics:\n  listen: localhost\n", "cairn.yaml:2: metrics.listen: must be host:port"},
+      {"metrics:\n  listen: \"127.0.0.1:99999\"\n", "cairn.yaml:2: metrics.listen: must be host:port"},
+      {"maintenance:\n  reaper_interval: 0\n",
+       "cairn.yaml:2: maintenance.reaper_interval: must be longer than 0"},
+      {"plugins:\n  directories: [\"\"]\n", "cairn.yaml:2: plugins.directories[0]: must not be empty"},
+      {"worker: 5\n", "cairn.yaml:1: worker: must be a mapping"},
+      {"- a\n", "cairn.yaml:1: must be a mapping"},
+      {"database:\n  url: x\n  url_file: /x\n",
+       "cairn.yaml:3: database.url_file: set only one of url, url_file and url_credential (url "
+       "is set too)"},
+      {"worker:\n  concurrency: [1\n", "cairn.yaml:"},
+  };
+  for (const BadCase& c : cases) {
+    const std::string message = LoadError(c.text);
+    EXPECT_EQ(message.substr(0, c.message.size()), c.message) << "input:\n" << c.text;
+  }
+  EXPECT_NE(LoadError("worker:\n  concurrency: [1\n").find("malformed YAML"), std::string::npos);
+}
+
+TEST(ConfigLoader, AcceptsListenAddresses) {
+  for (const char* ok : {"127.0.0.1:9464", "0.0.0.0:1", ":9464", "[::1]:9464", "metrics.local:80"}) {
+    EXPECT_EQ(LoadError(std::string("metrics:\n  listen: \"") + ok + "\"\n"), "") << ok;
+  }
+}
+
+TEST(ConfigSecrets, ReadsUrlFileTrimmingTheNewline) {
+  TempDir dir;
+  dir.Write("secrets/db-url", "postgresql://cairn:s3cret@db/cairn\n");
+  const fs::path file = dir.Write("cairn.yaml", "database:\n  url_file: secrets/db-url\n");
+  const DaemonConfig c = LoadConfig(file);
+  EXPECT_EQ(c.database.url, "postgresql://cairn:s3cret@db/cairn");
+  EXPECT_EQ(c.database.url_origin, "file " + (dir.path() / "secrets/db-url").string());
+}
+
+TEST(ConfigSecrets, MissingUrlFileIsAClearError) {
+  TempDir dir;
+  const fs::path file = dir.Write("cairn.yaml", "database:\n  url_file: /nonexistent/db-url\n");
+  try {
+    LoadConfig(file);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), file.string() +
+                                         ":2: database.url_file: /nonexistent/db-url: database "
+                                         "URL file: no such file");
+  }
+  dir.Write("empty", "\n");
+  const fs::path empty = dir.Write("empty.yaml", "database:\n  url_file: empty\n");
+  try {
+    LoadConfig(empty);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("file is empty"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConfigSecrets, ReadsSystemdCredential) {
+  TempDir dir;
+  dir.Write("creds/database-url", "host=db user=cairn password=x\r\n");
+  const char* old = getenv("CREDENTIALS_DIRECTORY");
+  const std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
+  setenv("CREDENTIALS_DIRECTORY", (dir.path() / "creds").c_str(), 1);
+  const DaemonConfig c = LoadConfigFromString("database:\n  url_credential: database-url\n", "c.yaml");
+  EXPECT_EQ(c.database.url, "host=db user=cairn password=x");
+  EXPECT_EQ(c.database.url_origin, "systemd credential database-url");
+  EXPECT_EQ(LoadError("database:\n  url_credential: ../etc/passwd\n", "c.yaml")
+                .rfind("c.yaml:2: database.url_credential: must be a credential name", 0),
+            0u);
+  unsetenv("CREDENTIALS_DIRECTORY");
+  EXPECT_EQ(LoadError("database:\n  url_credential: database-url\n", "c.yaml")
+                .rfind("c.yaml:2: database.url_credential: credential \"database-url\" requested "
+                       "but $CREDENTIALS_DIRECTORY is not set",
+                       0),
+            0u);
+  if (saved) setenv("CREDENTIALS_DIRECTORY", saved->c_str(), 1);
+}
+
+TEST(ConfigEnvironment, OverridesTheFile) {
+  DaemonConfig c = LoadConfigFromString(
+      "database:\n  url: postgresql://file/db\n  schema: fromfile\nworker:\n  concurrency: 2\n",
+      "cairn.yaml");
+  ApplyEnvironment(c, Env({{"CAIRN_DATABASE_URL", "postgresql://env/db"},
+                           {"CAIRN_SCHEMA", "fromenv"},
+                           {"CAIRN_CONCURRENCY", "32"},
+                           {"CAIRN_LOG_LEVEL", "warn"}}));
+  EXPECT_EQ(c.database.url, "postgresql://env/db");
+  EXPECT_EQ(c.database.url_origin, "environment CAIRN_DATABASE_URL");
+  EXPECT_EQ(c.database.schema, "fromenv");
+  EXPECT_EQ(c.worker.concurrency, 32);
+  EXPECT_EQ(c.log.level, "warn");
+}
+
+TEST(ConfigEnvironment, UnsetOrEmptyVariablesKeepTheFile) {
+  DaemonConfig c = LoadConfigFromString("database:\n  url: postgresql://file/db\n", "cairn.yaml");
+  ApplyEnvironment(c, Env({{"CAIRN_DATABASE_URL", ""}}));
+  EXPECT_EQ(c.database.url, "postgresql://file/db");
+  EXPECT_EQ(c.database.schema, "cairn");
+  EXPECT_EQ(c.worker.concurrency, 8);
+}
+
+TEST(ConfigEnvironment, RejectsInvalidValuesNamingTheVariable) {
+  const DaemonConfig original;
+  struct Case {
+    const char* name;
+    const char* value;
+    const char* message;
+  };
+  for (const Case& k : {
+           Case{"CAIRN_CONCURRENCY", "0",
+                "environment: CAIRN_CONCURRENCY: must be an integer between 1 and 1024, got \"0\""},
+           Case{"CAIRN_CONCURRENCY", "8x",
+                "environment: CAIRN_CONCURRENCY: must be an integer between 1 and 1024, got "
+                "\"8x\""},
+           Case{"CAIRN_SCHEMA", "public; drop",
+                "environment: CAIRN_SCHEMA: invalid schema name \"public; drop\": must match "
+                "^[A-Za-z_][A-Za-z0-9_]{0,62}$"},
+           Case{"CAIRN_LOG_LEVEL", "loud",
+                "environment: CAIRN_LOG_LEVEL: must be one of trace | debug | info | warn | "
+                "error, got \"loud\""},
+       }) {
+    DaemonConfig c = original;
+    try {
+      ApplyEnvironment(c, Env({{k.name, k.value}}));
+      ADD_FAILURE() << "accepted " << k.name << "=" << k.value;
+    } catch (const ConfigError& e) {
+      EXPECT_STREQ(e.what(), k.message);
+    }
+    EXPECT_EQ(c.database.schema, "cairn");  // unchanged on error
+    EXPECT_EQ(c.worker.concurrency, 8);
+  }
+}
+
+TEST(ConfigEnvironment, ReadsTheProcessEnvironment) {
+  setenv("CAIRN_CONCURRENCY", "3", 1);
+  DaemonConfig c;
+  ApplyEnvironment(c);
+  unsetenv("CAIRN_CONCURRENCY");
+  EXPECT_EQ(c.worker.concurrency, 3);
+}
+
+TEST(ConfigValidation, ChecksValuesSetInCode) {
+  DaemonConfig c;
+  EXPECT_NO_THROW(ValidateConfig(c));
+  c.worker.concurrency = 0;
+  try {
+    ValidateConfig(c);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "config: worker.concurrency: must be an integer between 1 and 1024");
+  }
+}
+
+TEST(ConfigLoader, RefusesDeepOrHugeInput) {
+  const std::string deep =
+      "worker:\n  queues: " + std::string(1000, '[') + std::string(1000, ']') + "\n";
+  EXPECT_EQ(LoadError(deep),
+            "cairn.yaml:2: YAML nesting is deeper than 64 levels; refusing to parse it");
+  // Unclosed as well: yaml-cpp's guard stops it where it noticed, at the end.
+  const std::string unclosed = "worker:\n  queues: " + std::string(1000, '[') + "\n";
+  EXPECT_EQ(LoadError(unclosed),
+            "cairn.yaml:3: YAML nesting is deeper than 64 levels; refusing to parse it");
+  TempDir dir;
+  const fs::path big = dir.Write("big.yaml", std::string(5 * 1024 * 1024, '#'));
+  EXPECT_THROW(LoadConfig(big), ConfigError);
+  EXPECT_THROW(LoadConfig(dir.path() / "missing.yaml"), ConfigError);
+}
+
+TEST(RedactDatabaseUrl, HidesPasswords) {
+  EXPECT_EQ(RedactDatabaseUrl("postgresql://cairn:s3cret@db:5432/cairn"),
+            "postgresql://cairn:****@db:5432/cairn");
+  EXPECT_EQ(RedactDatabaseUrl("postgresql://cairn@db/cairn"), "postgresql://cairn@db/cairn");
+  EXPECT_EQ(RedactDatabaseUrl("postgresql://db/cairn?user=u&password=p&sslmode=require"),
+            "postgresql://db/cairn?user=u&password=****&sslmode=require");
+  EXPECT_EQ(RedactDatabaseUrl("host=db password=s3cret user=cairn"),
+            "host=db password=**** user=cairn");
+  EXPECT_EQ(RedactDatabaseUrl("host=db password='s3 cret' user=cairn"),
+            "host=db password=**** user=cairn");
+}
+
+}  // namespace
+}  // namespace cairn

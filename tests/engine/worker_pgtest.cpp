@@ -1,0 +1,540 @@
+// The worker in process against a real PostgreSQL: the real plugin loader
+// with the built test plugins, definitions from YAML, runs started through
+// the SQL API, and assertions on what the database holds (status, history
+// order, database timestamps). Each test migrates a fresh schema; workers
+// poll every 50 ms with a 2 s lease, so tests wait for conditions with a
+// deadline instead of sleeping for time to pass.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "definition.hpp"
+#include "plugin_registry.hpp"
+#include "store_fixture.hpp"
+#include "worker.hpp"
+
+namespace cairn::test {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Every workflow the tests run, served by the test_steps and noop plugins.
+// Steps read their parameters from the run's input.
+constexpr const char* kWorkflows = R"(workflows:
+  - name: three
+    version: 1
+    steps:
+      - name: s1
+        run: set_fields
+      - name: s2
+        run: record_attempt
+      - name: s3
+        run: noop
+
+  - name: slow
+    version: 1
+    steps:
+      - name: slow
+        run: sleep_a_bit
+        timeout: 200ms
+        retry:
+          max_attempts: 2
+          initial_backoff: 50ms
+          max_backoff: 50ms
+          jitter: 0
+      - name: after
+        run: noop
+
+  - name: jump_sleep
+    version: 1
+    steps:
+      - name: start
+        run: jump_to
+      - name: skipped
+        run: record_attempt
+      - name: nap
+        run: sleep_for
+      - name: wake
+        run: record_attempt
+
+  - name: two
+    version: 1
+    steps:
+      - name: first
+        run: sleep_a_bit
+      - name: second
+        run: record_attempt
+
+  - name: one
+    version: 1
+    steps:
+      - name: only
+        run: noop
+
+  - name: sql
+    version: 1
+    steps:
+      - name: query
+        run: sql_query
+        transactional: true
+        retry:
+          max_attempts: 2
+          initial_backoff: 10ms
+          max_backoff: 10ms
+          jitter: 0
+      - name: after
+        run: noop
+
+  - name: insert
+    version: 1
+    steps:
+      - name: insert
+        run: tx_insert
+        transactional: true
+        retry:
+          max_attempts: 2
+          initial_backoff: 10ms
+          max_backoff: 10ms
+          jitter: 0
+)";
+
+// The plugins live for the whole process and are never unloaded: a step
+// abandoned after its timeout keeps running plugin code on its own thread.
+const PluginRegistry& Plugins() {
+  static const PluginRegistry* registry = [] {
+    auto* plugins = new PluginRegistry;
+    plugins->LoadDirectory(CAIRN_PLUGIN_DIR);
+    return plugins;
+  }();
+  return *registry;
+}
+
+struct Event {
+  int64_t position = 0;
+  std::string step;
+  int attempt = 0;
+  std::string kind;
+  std::optional<std::string> field;
+  Json value;
+};
+
+class WorkerTest : public StoreTest {
+ protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    if (HasFatalFailure()) return;
+    definitions_ = DefinitionSet(LoadDefinitionsFromString(kWorkflows, "worker_pgtest.yaml"));
+    ValidateSteps(definitions_,
+                  [](const std::string& step) { return Plugins().Find(step) != nullptr; });
+  }
+
+  void TearDown() override {
+    for (auto& worker : workers_) worker->Stop();
+    workers_.clear();
+    StoreTest::TearDown();
+  }
+
+  WorkerOptions Options() {
+    WorkerOptions options;
+    options.connection.url = url();
+    options.connection.schema = schema();
+    options.worker_id = "worker-" + std::to_string(++worker_count_);
+    options.concurrency = 2;
+    options.claim_batch = 2;
+    options.poll_interval = 50ms;
+    options.lease = 2000ms;
+    options.reaper_interval = 200ms;
+    options.shutdown_grace = 5000ms;
+    return options;
+  }
+
+  // Starts a worker (registering its definitions); stopped at TearDown
+  // unless the test stops it first.
+  Worker& StartWorker(std::optional<WorkerOptions> options = std::nullopt) {
+    workers_.push_back(
+        std::make_unique<Worker>(options ? *options : Options(), definitions_, Plugins()));
+    workers_.back()->Start();
+    return *workers_.back();
+  }
+
+  std::string StartRun(const std::string& workflow, Json input = Json::object(), int priority = 0,
+                       std::optional<std::string> run_at = std::nullopt) {
+    store::StartRequest request;
+    request.workflow = workflow;
+    request.input = std::move(input);
+    request.priority = priority;
+    request.run_at = std::move(run_at);
+    return conn().Transact([&](store::Tx& tx) { return store::StartRun(tx, request); });
+  }
+
+  cairn::Run GetRun(const std::string& run_id) {
+    auto run = conn().Transact([&](store::Tx& tx) { return store::GetRun(tx, run_id); });
+    if (!run) throw std::runtime_error("no run " + run_id);
+    return *run;
+  }
+
+  std::string Status(const std::string& run_id) { return RunColumn(run_id, "status"); }
+
+  // Polls until condition holds; false at the deadline.
+  static bool Eventually(const std::function<bool()>& condition,
+                         std::chrono::milliseconds deadline = 10s) {
+    const auto until = std::chrono::steady_clock::now() + deadline;
+    while (true) {
+      if (condition()) return true;
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+
+  bool EventuallyStatus(const std::string& run_id, const std::string& status,
+                        std::chrono::milliseconds deadline = 10s) {
+    return Eventually([&] { return Status(run_id) == status; }, deadline);
+  }
+
+  std::vector<Event> History(const std::string& run_id) {
+    auto page = conn().Transact([&](store::Tx& tx) { return store::History(tx, run_id); });
+    std::vector<Event> events;
+    for (const auto& e : page.events) {
+      events.push_back(
+          {e.position, e.step.value_or(""), e.attempt, e.kind, e.field, e.value.value_or(Json())});
+    }
+    return events;
+  }
+
+  // The events of one kind, in history order.
+  std::vector<Event> EventsOf(const std::string& run_id, const std::string& kind) {
+    std::vector<Event> out;
+    for (auto& e : History(run_id)) {
+      if (e.kind == kind) out.push_back(e);
+    }
+    return out;
+  }
+
+  // The steps of the run's step_committed events, in history order.
+  std::vector<std::string> CommittedSteps(const std::string& run_id) {
+    std::vector<std::string> steps;
+    for (const auto& e : EventsOf(run_id, "step_committed")) steps.push_back(e.step);
+    return steps;
+  }
+
+  // Lifecycle kinds in history order, without context mutations.
+  std::vector<std::string> Lifecycle(const std::string& run_id) {
+    std::vector<std::string> kinds;
+    for (const auto& e : History(run_id)) {
+      if (e.kind != "context") kinds.push_back(e.kind);
+    }
+    return kinds;
+  }
+
+  std::string Describe(const std::string& run_id) {
+    std::string out = "run " + run_id + " status " + Status(run_id) + ", error " +
+                      RunColumn(run_id, "error") + ", history:";
+    for (const auto& e : History(run_id)) {
+      out += "\n  " + std::to_string(e.position) + " " + e.step + "#" + std::to_string(e.attempt) +
+             " " + e.kind + (e.field ? " " + *e.field : "") + " " + e.value.dump();
+    }
+    return out;
+  }
+
+  const WorkflowDefinition& Definition(const std::string& name) { return *definitions_.Find(name); }
+
+  DefinitionSet definitions_;
+
+ private:
+  std::vector<std::unique_ptr<Worker>> workers_;
+  int worker_count_ = 0;
+};
+
+// ---------------------------------------------------------------- steps
+
+TEST_F(WorkerTest, ThreeStepWorkflowCompletesWithEachStepCommittedOnceInOrder) {
+  StartWorker();
+  const std::string id = StartRun("three", {{"fields", {{"a", 1}, {"b", "x"}}}});
+
+  ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
+  EXPECT_THAT(CommittedSteps(id), ElementsAre("s1", "s2", "s3")) << Describe(id);
+
+  cairn::Run run = GetRun(id);
+  const Json expected = {{"a", 1}, {"b", "x"}, {"attempts", {1}}, {"last_attempt", 1}};
+  EXPECT_EQ(run.context, expected);
+  EXPECT_EQ(run.output, std::optional<Json>(expected));
+  EXPECT_FALSE(run.lease_owner.has_value());
+  EXPECT_FALSE(run.error.has_value());
+  EXPECT_TRUE(run.finished_at.has_value());
+  EXPECT_EQ(run.attempt, 0);
+
+  // One context event per field the steps set, from the step that set it.
+  std::vector<std::string> fields;
+  for (const auto& e : EventsOf(id, "context")) fields.push_back(e.step + "." + *e.field);
+  EXPECT_THAT(fields, ElementsAre("s1.a", "s1.b", "s2.attempts", "s2.last_attempt"));
+  auto history = History(id);
+  ASSERT_FALSE(history.empty());
+  EXPECT_EQ(history.back().kind, "completed");
+  EXPECT_EQ(history.back().step, "s3");
+  for (const auto& e : EventsOf(id, "step_committed")) EXPECT_EQ(e.attempt, 1);
+}
+
+TEST_F(WorkerTest, StepOverrunningItsTimeoutIsAbandonedAndRetriedByPolicy) {
+  StartWorker();
+  const std::string id = StartRun("slow", {{"sleep_ms", 700}});
+
+  ASSERT_TRUE(EventuallyStatus(id, "failed")) << Describe(id);
+  EXPECT_THAT(Lifecycle(id), ElementsAre("retried", "failed")) << Describe(id);
+  auto retried = EventsOf(id, "retried");
+  auto failed = EventsOf(id, "failed");
+  ASSERT_EQ(retried.size(), 1u);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(retried[0].step, "slow");
+  EXPECT_EQ(retried[0].attempt, 1);
+  EXPECT_EQ(retried[0].value["code"], "timeout");
+  EXPECT_EQ(retried[0].value["retry_in_ms"], 50);
+  EXPECT_EQ(failed[0].attempt, 2);
+  EXPECT_EQ(failed[0].value["code"], "timeout");
+  EXPECT_THAT(failed[0].value["error"].get<std::string>(), HasSubstr("timeout of 200ms"));
+  EXPECT_THAT(RunColumn(id, "error"), HasSubstr("exceeded its timeout"));
+
+  // The abandoned steps finish on their own threads; nothing of theirs lands.
+  std::this_thread::sleep_for(800ms);
+  EXPECT_EQ(Status(id), "failed");
+  EXPECT_TRUE(CommittedSteps(id).empty()) << Describe(id);
+  EXPECT_FALSE(GetRun(id).context.contains("slept_ms"));
+}
+
+TEST_F(WorkerTest, JumpAndSleepOutcomesRunStepsInTheirOrder) {
+  StartWorker();
+  const std::string id = StartRun("jump_sleep", {{"target", "nap"}, {"sleep_ms", 500}});
+
+  ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
+  EXPECT_THAT(CommittedSteps(id), ElementsAre("start", "nap", "wake")) << Describe(id);
+  EXPECT_THAT(Lifecycle(id), ElementsAre("step_committed", "jumped", "step_committed", "sleeping",
+                                         "step_committed", "completed"))
+      << Describe(id);
+  EXPECT_EQ(EventsOf(id, "jumped").at(0).value, (Json{{"to", "nap"}}));
+  EXPECT_EQ(EventsOf(id, "sleeping").at(0).value, (Json{{"ms", 500}}));
+
+  // The step after the sleep committed at least 500 ms later, by database time.
+  const int64_t gap_ms = SqlInt(
+      "SELECT (extract(epoch FROM w.created_at - s.created_at) * 1000)::bigint"
+      " FROM {s}.run_events s JOIN {s}.run_events w ON w.run_id = s.run_id"
+      " WHERE s.run_id = '" +
+      id +
+      "' AND s.kind = 'sleeping'"
+      " AND w.kind = 'step_committed' AND w.step = 'wake'");
+  EXPECT_GE(gap_ms, 500);
+  EXPECT_LT(gap_ms, 5000);
+  EXPECT_EQ(GetRun(id).output, std::optional<Json>(Json{{"attempts", {1}}, {"last_attempt", 1}}));
+}
+
+// ---------------------------------------------------------------- definitions
+
+TEST_F(WorkerTest, RunPinnedToAnUnservedDefinitionIsStrandedUntilRepinned) {
+  Worker& worker = StartWorker();
+  NewRun pinned;
+  pinned.workflow = "one";
+  pinned.definition_version = 1;
+  pinned.definition_hash = "0000unknown-definition-hash";
+  pinned.cursor = "only";
+  const std::string id = CreateRun(pinned).id;
+  const std::string served = StartRun("one");
+
+  // The worker serves "one", but not this pinning of it.
+  ASSERT_TRUE(EventuallyStatus(served, "completed")) << Describe(served);
+  std::this_thread::sleep_for(400ms);  // eight polls
+  EXPECT_EQ(Status(id), "ready");
+  EXPECT_EQ(RunColumn(id, "version"), "1");
+  EXPECT_EQ(RunColumn(id, "lease_owner"), "");
+  EXPECT_TRUE(History(id).empty());
+
+  auto stranded = conn().Transact([&](store::Tx& tx) { return store::StrandedRuns(tx, 10s); });
+  ASSERT_EQ(stranded.size(), 1u);
+  EXPECT_EQ(stranded[0].id, id);
+
+  const std::string& hash = Definition("one").hash;
+  auto repinned = conn().Transact(
+      [&](store::Tx& tx) { return store::RepinRuns(tx, pinned.definition_hash, hash); });
+  EXPECT_THAT(repinned, ElementsAre(id));
+
+  ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
+  EXPECT_EQ(RunColumn(id, "definition_hash"), hash);
+  EXPECT_THAT(CommittedSteps(id), ElementsAre("only"));
+  EXPECT_TRUE(conn().Transact([&](store::Tx& tx) { return store::StrandedRuns(tx, 10s); }).empty());
+  EXPECT_EQ(worker.Stats().lost, 0);
+}
+
+// ---------------------------------------------------------------- shutdown
+
+TEST_F(WorkerTest, GracefulStopLetsTheStepFinishAndHandsTheRunBack) {
+  WorkerOptions options = Options();
+  auto first = std::make_unique<Worker>(options, definitions_, Plugins());
+  first->Start();
+  const std::string id = StartRun("two", {{"sleep_ms", 500}});
+  ASSERT_TRUE(Eventually([&] { return RunColumn(id, "lease_owner") == options.worker_id; }))
+      << Describe(id);
+  std::this_thread::sleep_for(150ms);  // the step "first" is in flight
+
+  const auto stop_started = std::chrono::steady_clock::now();
+  EXPECT_TRUE(first->Stop());
+  const auto stop_took = std::chrono::steady_clock::now() - stop_started;
+  EXPECT_LT(stop_took, 4s);
+
+  // The step in flight committed; the run waits, unleased, at the next step.
+  EXPECT_EQ(Status(id), "ready") << Describe(id);
+  EXPECT_THAT(CommittedSteps(id), ElementsAre("first")) << Describe(id);
+  cairn::Run run = GetRun(id);
+  EXPECT_EQ(run.cursor, std::optional<std::string>("second"));
+  EXPECT_EQ(run.attempt, 0);
+  EXPECT_FALSE(run.lease_owner.has_value());
+  EXPECT_FALSE(run.lease_expires_at.has_value());
+  EXPECT_EQ(run.context["slept_ms"], 500);
+  EXPECT_EQ(first->Stats().handed_back, 1);
+  EXPECT_TRUE(SqlBool("SELECT stopped_at IS NOT NULL FROM {s}.workers WHERE id = '" +
+                      options.worker_id + "'"));
+  first.reset();
+
+  StartWorker();
+  ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
+  EXPECT_THAT(CommittedSteps(id), ElementsAre("first", "second")) << Describe(id);
+  EXPECT_EQ(GetRun(id).context["attempts"], Json::array({1}));
+}
+
+// ---------------------------------------------------------------- stack lock
+
+TEST_F(WorkerTest, RunWhoseStackLockIsHeldElsewhereIsHandedBackUntilReleased) {
+  Worker& worker = StartWorker();
+  std::string due =
+      conn().Transact([](store::Tx& tx) { return store::DatabaseNowPlus(tx, 500ms); });
+  const std::string id = StartRun("three", {{"fields", {{"a", 1}}}}, 0, due);
+  auto zombie = Open("zombie");
+  ASSERT_TRUE(zombie->TryLockStack(id));
+
+  ASSERT_TRUE(Eventually([&] { return worker.Stats().handed_back >= 1; })) << Describe(id);
+  EXPECT_TRUE(History(id).empty()) << Describe(id);
+  EXPECT_EQ(RunColumn(id, "attempt"), "0");
+  EXPECT_NE(Status(id), "completed");
+  // Handed back, not executed: ready again after the stack-busy delay.
+  EXPECT_TRUE(Eventually([&] { return Status(id) == "ready"; }, 2s)) << Describe(id);
+
+  zombie->UnlockStack(id);
+  ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
+  EXPECT_THAT(CommittedSteps(id), ElementsAre("s1", "s2", "s3")) << Describe(id);
+  EXPECT_EQ(RunColumn(id, "attempt"), "0");
+}
+
+// ---------------------------------------------------------------- priority
+
+TEST_F(WorkerTest, HigherPriorityRunsFirst) {
+  WorkerOptions options = Options();
+  options.concurrency = 1;
+  options.claim_batch = 1;
+  StartWorker(options);
+  // Started lowest priority first in one transaction: all three become
+  // visible at once, due at the same database instant (its now()).
+  std::string low, high, mid;
+  conn().Transact([&](store::Tx& tx) {
+    auto start = [&](int priority) {
+      store::StartRequest request;
+      request.workflow = "one";
+      request.priority = priority;
+      return store::StartRun(tx, request);
+    };
+    low = start(0);
+    high = start(10);
+    mid = start(5);
+  });
+  EXPECT_EQ(SqlInt("SELECT count(DISTINCT run_at) FROM {s}.runs"), 1);
+
+  for (const auto& id : {low, high, mid}) {
+    ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
+  }
+  auto completed_at = [&](const std::string& id) {
+    return EventsOf(id, "completed").at(0).position;
+  };
+  EXPECT_LT(completed_at(high), completed_at(mid));
+  EXPECT_LT(completed_at(mid), completed_at(low));
+  // One run at a time: each one finished before the next one's step committed.
+  EXPECT_LT(completed_at(high), EventsOf(mid, "step_committed").at(0).position);
+  EXPECT_LT(completed_at(mid), EventsOf(low, "step_committed").at(0).position);
+}
+
+// ---------------------------------------------------------------- transactional steps
+
+TEST_F(WorkerTest, TransactionalStepWithFailingSqlRollsBackAndRetries) {
+  StartWorker();
+  const std::string bad = StartRun("sql", {{"sql", "SELEC nonsense FROM nowhere"}});
+  const std::string good = StartRun("sql", {{"sql", "SELECT $1::int + 1 AS n"}, {"params", {41}}});
+
+  ASSERT_TRUE(EventuallyStatus(bad, "failed")) << Describe(bad);
+  EXPECT_THAT(Lifecycle(bad), ElementsAre("retried", "failed")) << Describe(bad);
+  for (const auto& e : History(bad)) {
+    EXPECT_EQ(e.value["code"], "sql") << Describe(bad);
+    EXPECT_THAT(e.value["error"].get<std::string>(), HasSubstr("syntax error")) << Describe(bad);
+  }
+  EXPECT_THAT(RunColumn(bad, "error"), HasSubstr("syntax error"));
+  EXPECT_FALSE(GetRun(bad).context.contains("rows"));
+
+  ASSERT_TRUE(EventuallyStatus(good, "completed")) << Describe(good);
+  EXPECT_EQ(GetRun(good).context["rows"], (Json::array({{{"n", 42}}})));
+}
+
+TEST_F(WorkerTest, TransactionalStepsWritesRollBackWhenTheStepFails) {
+  Sql("CREATE TABLE {s}.sink (run_id text, attempt integer)");
+  StartWorker();
+  const std::string table = schema() + ".sink";
+  const std::string failing = StartRun("insert", {{"table", table}, {"fail_after_insert", true}});
+  const std::string passing = StartRun("insert", {{"table", table}});
+
+  ASSERT_TRUE(EventuallyStatus(failing, "failed")) << Describe(failing);
+  EXPECT_THAT(Lifecycle(failing), ElementsAre("retried", "failed")) << Describe(failing);
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.sink WHERE run_id = '" + failing + "'"), 0);
+
+  ASSERT_TRUE(EventuallyStatus(passing, "completed")) << Describe(passing);
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.sink WHERE run_id = '" + passing + "'"), 1);
+}
+
+TEST_F(WorkerTest, TransactionControlFromAStepIsRefused) {
+  StartWorker();
+  const std::string id = StartRun("sql", {{"sql", "COMMIT"}});
+
+  ASSERT_TRUE(EventuallyStatus(id, "failed")) << Describe(id);
+  // Refused before it reached the server: a permanent failure, no retry.
+  EXPECT_THAT(Lifecycle(id), ElementsAre("failed")) << Describe(id);
+  auto failed = EventsOf(id, "failed").at(0);
+  EXPECT_EQ(failed.attempt, 1);
+  EXPECT_EQ(failed.value["code"], "sql_refused");
+  EXPECT_THAT(failed.value["error"].get<std::string>(), HasSubstr("transaction control"));
+  EXPECT_THAT(RunColumn(id, "error"), HasSubstr("refused"));
+}
+
+TEST_F(WorkerTest, RetentionDeletesOldFinishedRunsAndKeepsTheRest) {
+  WorkerOptions options = Options();
+  options.retention = std::chrono::hours(1);
+  Worker& first = StartWorker(options);
+  const std::string old_run = StartRun("one");
+  const std::string recent_run = StartRun("one");
+  ASSERT_TRUE(EventuallyStatus(old_run, "completed")) << Describe(old_run);
+  ASSERT_TRUE(EventuallyStatus(recent_run, "completed")) << Describe(recent_run);
+  // Finished two hours ago, by the database's clock.
+  Sql("UPDATE {s}.runs SET finished_at = now() - interval '2 hours' WHERE id = '" + old_run + "'");
+  // The first retention pass comes one reaper interval after a worker starts.
+  ASSERT_TRUE(first.Stop());
+  StartWorker(options);
+  ASSERT_TRUE(Eventually([&] {
+    return SqlInt("SELECT count(*) FROM {s}.runs WHERE id = '" + old_run + "'") == 0;
+  }));
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + old_run + "'"), 0);
+  EXPECT_EQ(Status(recent_run), "completed");
+  EXPECT_GT(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + recent_run + "'"), 0);
+}
+
+}  // namespace
+}  // namespace cairn::test
