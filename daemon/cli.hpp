@@ -17,12 +17,12 @@ namespace cairn::cli {
 // Exit codes, documented in the README; scripts rely on them.
 enum ExitCode : int {
   kExitOk = 0,
-  kExitFailure = 1,        // runtime failure (database unreachable, step error, ...)
-  kExitUsage = 2,          // bad arguments or invalid input; nothing was changed
-  kExitNotFound = 3,       // unknown run, wait or workflow
-  kExitConflict = 4,       // lost a race or the object is in the wrong state
-  kExitAlreadyDone = 5,    // nothing to do: already delivered / finished
-  kExitExpired = 6,        // the wait expired
+  kExitFailure = 1,      // runtime failure (database unreachable, step error, ...)
+  kExitUsage = 2,        // bad arguments or invalid input; nothing was changed
+  kExitNotFound = 3,     // unknown run, wait or workflow
+  kExitConflict = 4,     // lost a race or the object is in the wrong state
+  kExitAlreadyDone = 5,  // nothing to do: already delivered / finished
+  kExitExpired = 6,      // the wait expired
 };
 
 namespace po = boost::program_options;

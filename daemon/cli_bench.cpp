@@ -39,7 +39,8 @@ double MeasureBaseline(const store::ConnectionOptions& options, const WorkflowDe
         seed.definition_hash = workflow.hash;
         seed.definition_version = workflow.version;
         seed.cursor = workflow.FirstStep();
-        Run run = connection.Transact([&](store::Tx& tx) { return store::CreateRun(tx, seed).run; });
+        Run run =
+            connection.Transact([&](store::Tx& tx) { return store::CreateRun(tx, seed).run; });
         int64_t version = run.version;
         for (int i = 0; i < per_thread; ++i) {
           Checkpoint checkpoint;
@@ -80,8 +81,8 @@ int RunBench(const std::vector<std::string>& args) {
                         "workflow to run (from workflows.paths)")(
       "runs", po::value<int>()->default_value(2000), "runs to start")(
       "baseline-steps", po::value<int>()->default_value(200),
-      "checkpoints per connection in the baseline")(
-      "keep", "keep the scratch schema")("json", "print one JSON object");
+      "checkpoints per connection in the baseline")("keep", "keep the scratch schema")(
+      "json", "print one JSON object");
   auto vm = Parse("bench", args, options);
   DaemonConfig config = LoadDaemonConfig(vm);
   if (!vm.count("schema")) {
@@ -102,8 +103,8 @@ int RunBench(const std::vector<std::string>& args) {
   store::Connection admin(connection_options);
   store::Migrate(admin);
 
-  double baseline = MeasureBaseline(connection_options, *workflow, concurrency,
-                                    vm["baseline-steps"].as<int>());
+  double baseline =
+      MeasureBaseline(connection_options, *workflow, concurrency, vm["baseline-steps"].as<int>());
 
   WorkerOptions worker_options;
   worker_options.connection = connection_options;

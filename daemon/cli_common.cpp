@@ -6,9 +6,8 @@
 namespace cairn::cli {
 
 void AddDatabaseOptions(po::options_description& options) {
-  options.add_options()(
-      "database-url", po::value<std::string>(),
-      "PostgreSQL connection URI or libpq string (default: $CAIRN_DATABASE_URL)")(
+  options.add_options()("database-url", po::value<std::string>(),
+                        "PostgreSQL connection URI or libpq string (default: $CAIRN_DATABASE_URL)")(
       "schema", po::value<std::string>(),
       "schema holding cairn's tables (default: $CAIRN_SCHEMA, the config file's, or cairn)")(
       "config,c", po::value<std::string>(), "daemon YAML configuration file");

@@ -12,8 +12,8 @@ void PrintReport(const store::MigrationReport& report, const std::string& schema
   for (const auto& m : report.migrations) {
     bool now = std::find(report.applied_now.begin(), report.applied_now.end(), m.version) !=
                report.applied_now.end();
-    const char* state = now ? (dry_run ? "would apply" : "applied now")
-                            : (m.applied ? "applied" : "pending");
+    const char* state =
+        now ? (dry_run ? "would apply" : "applied now") : (m.applied ? "applied" : "pending");
     std::cout << "  " << m.name << "  " << state;
     if (m.applied_at && !now) std::cout << " at " << *m.applied_at;
     std::cout << "\n";

@@ -25,13 +25,12 @@ namespace cairn::cli {
 
 namespace {
 
-void ApplyLogLevel(const std::string& level) {
-  spdlog::set_level(spdlog::level::from_str(level));
-}
+void ApplyLogLevel(const std::string& level) { spdlog::set_level(spdlog::level::from_str(level)); }
 
 void SetUpLogging(const LogConfig& log) {
   if (log.format == "json") {
-    spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%f%z","level":"%l","pid":%P,"message":"%v"})");
+    spdlog::set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%f%z","level":"%l","pid":%P,"message":"%v"})");
   } else {
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l [%P] %v");
   }
@@ -41,15 +40,15 @@ void SetUpLogging(const LogConfig& log) {
 }  // namespace
 
 void AddDaemonConfigOptions(po::options_description& options) {
-  options.add_options()(
-      "concurrency", po::value<int>(), "executor slots (overrides worker.concurrency)")(
+  options.add_options()("concurrency", po::value<int>(),
+                        "executor slots (overrides worker.concurrency)")(
       "worker-id", po::value<std::string>(), "worker id (overrides worker.id)")(
       "log-level", po::value<std::string>(), "trace, debug, info, warn or error");
 }
 
 DaemonConfig LoadDaemonConfig(const po::variables_map& vm) {
-  DaemonConfig config = vm.count("config") ? LoadConfig(vm["config"].as<std::string>())
-                                           : DaemonConfig{};
+  DaemonConfig config =
+      vm.count("config") ? LoadConfig(vm["config"].as<std::string>()) : DaemonConfig{};
   ApplyEnvironment(config);
   if (vm.count("database-url")) config.database.url = vm["database-url"].as<std::string>();
   if (vm.count("schema")) config.database.schema = vm["schema"].as<std::string>();
@@ -70,13 +69,15 @@ store::ConnectionOptions ConnectionFor(const DaemonConfig& config, const std::st
 
 void LoadPlugins(const DaemonConfig& config, PluginRegistry& plugins) {
   std::vector<std::string> directories;
-  for (const auto& directory : config.plugins.directories) directories.push_back(directory.string());
+  for (const auto& directory : config.plugins.directories)
+    directories.push_back(directory.string());
   plugins.Load(directories);
 }
 
 DefinitionSet LoadWorkflows(const DaemonConfig& config, const PluginRegistry& plugins) {
   DefinitionSet definitions = LoadDefinitionSet(config.workflows.paths);
-  ValidateSteps(definitions, [&](const std::string& step) { return plugins.Find(step) != nullptr; });
+  ValidateSteps(definitions,
+                [&](const std::string& step) { return plugins.Find(step) != nullptr; });
   return definitions;
 }
 
@@ -128,8 +129,8 @@ int RunDaemon(const std::vector<std::string>& args) {
   if (!config.metrics.listen.empty()) {
     metrics = std::make_unique<Metrics>(config.worker.poll_interval);
     worker_options.metrics = metrics.get();
-    metrics_server = std::make_unique<MetricsServer>(MetricsServerOptions{config.metrics.listen},
-                                                     *metrics);
+    metrics_server =
+        std::make_unique<MetricsServer>(MetricsServerOptions{config.metrics.listen}, *metrics);
     metrics_server->Start();
     stops.Push("metrics server", [&] { metrics_server->Stop(); });
   }
@@ -155,8 +156,8 @@ int RunDaemon(const std::vector<std::string>& args) {
 
   uint64_t watchdog_usec = 0;
   const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
-  const auto tick = watchdog ? std::chrono::microseconds(watchdog_usec / 2)
-                             : std::chrono::microseconds(1000000);
+  const auto tick =
+      watchdog ? std::chrono::microseconds(watchdog_usec / 2) : std::chrono::microseconds(1000000);
   while (true) {
     timespec timeout{static_cast<time_t>(tick.count() / 1000000),
                      static_cast<long>((tick.count() % 1000000) * 1000)};

@@ -36,8 +36,10 @@ Json ParsePayload(const std::string& what, const std::string& text) {
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '{' || c == '[') {
@@ -61,33 +63,33 @@ Json RunToJson(const Run& run) {
     if (!value) return nullptr;
     return *value;
   };
-  return {{"id", run.id},
-          {"namespace", run.namespace_name},
-          {"workflow", run.workflow},
-          {"definition_version", run.definition_version},
-          {"definition_hash", run.definition_hash},
-          {"key", optional(run.key)},
-          {"queue", run.queue},
-          {"priority", run.priority},
-          {"status", std::string(ToString(run.status))},
-          {"cursor", optional(run.cursor)},
-          {"attempt", run.attempt},
-          {"version", run.version},
-          {"input", run.input},
-          {"context", run.context},
-          {"output", optional(run.output)},
-          {"error", optional(run.error)},
-          {"run_at", run.run_at},
-          {"lease_owner", optional(run.lease_owner)},
-          {"lease_expires_at", optional(run.lease_expires_at)},
-          {"parent_run_id", optional(run.parent_run_id)},
-          {"cancel_reason", optional(run.cancel_reason)},
-          {"compensations", run.compensations},
-          {"final_status", run.final_status ? Json(std::string(ToString(*run.final_status)))
-                                            : Json()},
-          {"created_at", run.created_at},
-          {"updated_at", run.updated_at},
-          {"finished_at", optional(run.finished_at)}};
+  return {
+      {"id", run.id},
+      {"namespace", run.namespace_name},
+      {"workflow", run.workflow},
+      {"definition_version", run.definition_version},
+      {"definition_hash", run.definition_hash},
+      {"key", optional(run.key)},
+      {"queue", run.queue},
+      {"priority", run.priority},
+      {"status", std::string(ToString(run.status))},
+      {"cursor", optional(run.cursor)},
+      {"attempt", run.attempt},
+      {"version", run.version},
+      {"input", run.input},
+      {"context", run.context},
+      {"output", optional(run.output)},
+      {"error", optional(run.error)},
+      {"run_at", run.run_at},
+      {"lease_owner", optional(run.lease_owner)},
+      {"lease_expires_at", optional(run.lease_expires_at)},
+      {"parent_run_id", optional(run.parent_run_id)},
+      {"cancel_reason", optional(run.cancel_reason)},
+      {"compensations", run.compensations},
+      {"final_status", run.final_status ? Json(std::string(ToString(*run.final_status))) : Json()},
+      {"created_at", run.created_at},
+      {"updated_at", run.updated_at},
+      {"finished_at", optional(run.finished_at)}};
 }
 
 Json WaitToJson(const WaitRecord& wait) {
@@ -117,18 +119,22 @@ std::string Shorten(std::string text, size_t limit = 60) {
 
 std::string Optional(const std::optional<std::string>& value) { return value.value_or("-"); }
 
-// Parses a subcommand whose one positional argument is a run id, and checks
-// that it is one.
-std::pair<po::variables_map, std::string> ParseWithRun(const std::string& command,
-                                                       const std::vector<std::string>& args,
-                                                       po::options_description& options) {
+// The options of a subcommand whose one positional argument is a run id.
+struct RunArguments {
+  po::variables_map vm;
+  std::string run_id;
+};
+
+// Parses such a subcommand and checks that the run id is one.
+RunArguments ParseWithRun(const std::string& command, const std::vector<std::string>& args,
+                          po::options_description& options) {
   options.add_options()("run", po::value<std::string>()->required(), "run id");
   po::positional_options_description positional;
   positional.add("run", 1);
-  auto vm = Parse(command, args, options, positional);
-  std::string id = vm["run"].as<std::string>();
-  ValidateRunId(id);
-  return {std::move(vm), std::move(id)};
+  RunArguments parsed{Parse(command, args, options, positional), ""};
+  parsed.run_id = parsed.vm["run"].as<std::string>();
+  ValidateRunId(parsed.run_id);
+  return parsed;
 }
 
 store::Connection Connect(const po::variables_map& vm, const std::string& command) {
@@ -165,7 +171,8 @@ int RunStart(const std::vector<std::string>& args) {
   if (vm.count("at") && vm.count("in")) throw InvalidArgumentError("give --at or --in, not both");
   auto connection = Connect(vm, "start");
   std::string id = connection.Transact([&](store::Tx& tx) {
-    if (vm.count("in")) request.run_at = store::DatabaseNowPlus(tx, ParseDuration(vm["in"].as<std::string>()));
+    if (vm.count("in"))
+      request.run_at = store::DatabaseNowPlus(tx, ParseDuration(vm["in"].as<std::string>()));
     if (vm.count("at")) request.run_at = vm["at"].as<std::string>();
     return store::StartRun(tx, request);
   });
@@ -176,9 +183,10 @@ int RunStart(const std::vector<std::string>& args) {
 int RunShow(const std::vector<std::string>& args) {
   po::options_description options("cairn show RUN: one run, its checkpoint and open waits");
   AddDatabaseOptions(options);
-  options.add_options()(
-      "json", "print one JSON object");
-  auto [vm, id] = ParseWithRun("show", args, options);
+  options.add_options()("json", "print one JSON object");
+  const RunArguments parsed = ParseWithRun("show", args, options);
+  const po::variables_map& vm = parsed.vm;
+  const std::string& id = parsed.run_id;
   auto connection = Connect(vm, "show");
   auto [run, waits] = connection.Transact([&](store::Tx& tx) {
     auto run = store::GetRun(tx, id);
@@ -199,9 +207,8 @@ int RunShow(const std::vector<std::string>& args) {
               << (value.is_string() ? value.get<std::string>() : value.dump()) << "\n";
   }
   for (const auto& wait : waits) {
-    std::cout << std::left << std::setw(20) << "wait"
-              << wait.correlation_key << " " << wait.event << " " << ToString(wait.status)
-              << " expires " << Optional(wait.expires_at) << "\n";
+    std::cout << std::left << std::setw(20) << "wait" << wait.correlation_key << " " << wait.event
+              << " " << ToString(wait.status) << " expires " << Optional(wait.expires_at) << "\n";
   }
   return kExitOk;
 }
@@ -211,8 +218,8 @@ int RunList(const std::vector<std::string>& args) {
   AddDatabaseOptions(options);
   options.add_options()("workflow", po::value<std::string>(), "only this workflow")(
       "status", po::value<std::string>(), "only this status (ready, running, waiting, ...)")(
-      "waiting", "only runs parked on a wait")(
-      "namespace", po::value<std::string>(), "only this namespace")(
+      "waiting", "only runs parked on a wait")("namespace", po::value<std::string>(),
+                                               "only this namespace")(
       "created-after", po::value<std::string>(), "created at or after this time")(
       "created-before", po::value<std::string>(), "created before this time")(
       "key-prefix", po::value<std::string>(), "only keys starting with this")(
@@ -248,14 +255,15 @@ int RunList(const std::vector<std::string>& args) {
     if (vm.count("key-prefix")) filter.key_prefix = vm["key-prefix"].as<std::string>();
     std::optional<std::string> cursor;
     if (vm.count("cursor")) cursor = vm["cursor"].as<std::string>();
-    page = connection.Transact([&](store::Tx& tx) {
-      return store::ListRuns(tx, filter, vm["limit"].as<int>(), cursor);
-    });
+    page = connection.Transact(
+        [&](store::Tx& tx) { return store::ListRuns(tx, filter, vm["limit"].as<int>(), cursor); });
   }
   if (vm.count("json")) {
     Json runs = Json::array();
     for (const auto& run : page.runs) runs.push_back(RunToJson(run));
-    std::cout << Json{{"runs", runs}, {"next_cursor", page.next_cursor ? Json(*page.next_cursor) : Json()}}.dump()
+    std::cout << Json{{"runs", runs},
+                      {"next_cursor", page.next_cursor ? Json(*page.next_cursor) : Json()}}
+                     .dump()
               << "\n";
     return kExitOk;
   }
@@ -273,11 +281,13 @@ int RunList(const std::vector<std::string>& args) {
 int RunHistory(const std::vector<std::string>& args) {
   po::options_description options("cairn history RUN: the run's audit events, oldest first");
   AddDatabaseOptions(options);
-  options.add_options()(
-      "after", po::value<int64_t>()->default_value(0), "only events after this position")(
+  options.add_options()("after", po::value<int64_t>()->default_value(0),
+                        "only events after this position")(
       "limit", po::value<int>()->default_value(store::kMaxHistoryPage), "page size, at most 1000")(
       "json", "print one JSON object: {events, next_position}");
-  auto [vm, id] = ParseWithRun("history", args, options);
+  const RunArguments parsed = ParseWithRun("history", args, options);
+  const po::variables_map& vm = parsed.vm;
+  const std::string& id = parsed.run_id;
   auto connection = Connect(vm, "history");
   auto page = connection.Transact([&](store::Tx& tx) {
     if (!store::GetRun(tx, id)) throw NotFoundError("run " + id + " does not exist");
@@ -307,9 +317,11 @@ int RunHistory(const std::vector<std::string>& args) {
 int RunCancel(const std::vector<std::string>& args) {
   po::options_description options("cairn cancel RUN: cancel a run and its waits");
   AddDatabaseOptions(options);
-  options.add_options()(
-      "reason", po::value<std::string>()->default_value("cancelled by operator"), "why");
-  auto [vm, id] = ParseWithRun("cancel", args, options);
+  options.add_options()("reason", po::value<std::string>()->default_value("cancelled by operator"),
+                        "why");
+  const RunArguments parsed = ParseWithRun("cancel", args, options);
+  const po::variables_map& vm = parsed.vm;
+  const std::string& id = parsed.run_id;
   auto connection = Connect(vm, "cancel");
   // A deadlock with a child's checkpoint is possible (and transient): cancel
   // is idempotent, so it is simply tried again.
@@ -383,7 +395,9 @@ int RunRetry(const std::vector<std::string>& args) {
       "cairn retry RUN: restart a failed run at its failed step, checkpoint intact, or a "
       "compensation_failed run at its failed compensation");
   AddDatabaseOptions(options);
-  auto [vm, id] = ParseWithRun("retry", args, options);
+  const RunArguments parsed = ParseWithRun("retry", args, options);
+  const po::variables_map& vm = parsed.vm;
+  const std::string& id = parsed.run_id;
   auto connection = Connect(vm, "retry");
   auto result = store::RetryTransient(
       [&] { return connection.Transact([&](store::Tx& tx) { return store::RetryRun(tx, id); }); });
@@ -419,7 +433,9 @@ int RunPlugins(const std::vector<std::string>& args) {
   if (vm.count("json")) {
     Json list = Json::array();
     for (const auto& p : plugins.List()) {
-      list.push_back({{"name", p.name}, {"version", p.version}, {"file", p.file},
+      list.push_back({{"name", p.name},
+                      {"version", p.version},
+                      {"file", p.file},
                       {"abi", std::to_string(p.abi_major) + "." + std::to_string(p.abi_minor)},
                       {"steps", p.steps}});
     }
@@ -427,8 +443,8 @@ int RunPlugins(const std::vector<std::string>& args) {
     return kExitOk;
   }
   for (const auto& p : plugins.List()) {
-    std::cout << p.name << " " << p.version << " (ABI " << p.abi_major << "." << p.abi_minor
-              << ") " << p.file << "\n";
+    std::cout << p.name << " " << p.version << " (ABI " << p.abi_major << "." << p.abi_minor << ") "
+              << p.file << "\n";
     for (const auto& step : p.steps) std::cout << "  " << step << "\n";
   }
   return kExitOk;

@@ -41,10 +41,14 @@ void PrintUsage(std::ostream& out) {
 
 int ExitCodeFor(const Error& e) {
   switch (e.kind()) {
-    case ErrorKind::kInvalidArgument: return kExitUsage;
-    case ErrorKind::kNotFound: return kExitNotFound;
-    case ErrorKind::kConflict: return kExitConflict;
-    default: return kExitFailure;
+    case ErrorKind::kInvalidArgument:
+      return kExitUsage;
+    case ErrorKind::kNotFound:
+      return kExitNotFound;
+    case ErrorKind::kConflict:
+      return kExitConflict;
+    default:
+      return kExitFailure;
   }
 }
 

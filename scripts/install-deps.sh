@@ -14,6 +14,7 @@ packages=(
   libsystemd-dev
   postgresql-15 postgresql-client-15
   procps util-linux
+  clang-format clang-tidy
 )
 
 missing=()

@@ -5,9 +5,14 @@
 # CAIRN_TEST_DATABASE_URL to use an existing server instead). Exits non-zero
 # when anything fails. Works from any directory, as root or not.
 #
+# Besides the tests it checks the habits of CONTRIBUTING.md: the format
+# (scripts/check-format.sh) and clang-tidy (scripts/tidy.sh); either failing
+# fails the run, after the tests have run.
+#
 # Knobs: CAIRN_BUILD_DIR (build), CAIRN_BUILD_TYPE (RelWithDebInfo),
-# CAIRN_TEST_JOBS (2), CAIRN_TEST_TIMEOUT seconds per test (600), and any
-# extra arguments are passed to ctest (e.g. scripts/test.sh -L unit).
+# CAIRN_TEST_JOBS (2), CAIRN_TEST_TIMEOUT seconds per test (600),
+# CAIRN_TIDY=0 skips clang-tidy, and any extra arguments are passed to ctest
+# (e.g. scripts/test.sh -L unit).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -21,15 +26,30 @@ build_jobs=$(nproc 2>/dev/null || echo 2)
 echo "==> dependencies"
 bash scripts/install-deps.sh
 
+failed=()
+echo "==> format"
+bash scripts/check-format.sh || failed+=(format)
+
 echo "==> configure ($build_dir, $build_type)"
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="$build_type" -DBUILD_TESTING=ON
 
 echo "==> build (-j$build_jobs)"
 cmake --build "$build_dir" --parallel "$build_jobs"
 
+if [ "${CAIRN_TIDY:-1}" != 0 ]; then
+  echo "==> clang-tidy"
+  CAIRN_BUILD_DIR="$build_dir" bash scripts/tidy.sh || failed+=(clang-tidy)
+fi
+
 echo "==> test (-j$test_jobs)"
 # Daemon tests start servers and workers of their own: two at a time is
 # plenty on small machines. --no-tests=error: a build that registered no tests
 # is a failure, not a green run.
 ctest --test-dir "$build_dir" --output-on-failure --no-tests=error \
-  --parallel "$test_jobs" --timeout "$test_timeout" "$@"
+  --parallel "$test_jobs" --timeout "$test_timeout" "$@" || failed+=(tests)
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "test.sh: failed: ${failed[*]}" >&2
+  exit 1
+fi
+echo "test.sh: all passed"

@@ -69,8 +69,8 @@ void CheckConfig(const DaemonConfig& c, const FailFn& fail) {
                                 ": must match ^[A-Za-z_][A-Za-z0-9_]{0,62}$");
   }
   if (c.database.pool_size < 0 || c.database.pool_size > kMaxPoolSize) {
-    fail("database.pool_size",
-         "must be an integer between 0 and " + std::to_string(kMaxPoolSize) + " (0 = concurrency + 2)");
+    fail("database.pool_size", "must be an integer between 0 and " + std::to_string(kMaxPoolSize) +
+                                   " (0 = concurrency + 2)");
   }
   if (c.worker.id.size() > 200 ||
       std::any_of(c.worker.id.begin(), c.worker.id.end(),
@@ -83,7 +83,8 @@ void CheckConfig(const DaemonConfig& c, const FailFn& fail) {
     const std::string& q = c.worker.queues[i];
     const std::string path = "worker.queues[" + std::to_string(i) + "]";
     if (!IsValidDefinitionName(q)) {
-      fail(path, "invalid queue name " + Quoted(q) + ": must match ^[A-Za-z_][A-Za-z0-9_.-]{0,127}$");
+      fail(path,
+           "invalid queue name " + Quoted(q) + ": must match ^[A-Za-z_][A-Za-z0-9_.-]{0,127}$");
     }
     if (!queues.insert(q).second) fail(path, "duplicate queue " + Quoted(q));
   }
@@ -119,8 +120,8 @@ void CheckConfig(const DaemonConfig& c, const FailFn& fail) {
     fail("log.format", "must be one of " + OneOf(kLogFormats) + ", got " + Quoted(c.log.format));
   }
   if (!c.metrics.listen.empty() && !IsListenAddress(c.metrics.listen)) {
-    fail("metrics.listen", "must be host:port (port 1-65535) or empty to disable, got " +
-                               Quoted(c.metrics.listen));
+    fail("metrics.listen",
+         "must be host:port (port 1-65535) or empty to disable, got " + Quoted(c.metrics.listen));
   }
   if (c.maintenance.reaper_interval <= milliseconds::zero()) {
     fail("maintenance.reaper_interval", "must be longer than 0");
@@ -153,8 +154,7 @@ std::vector<fs::path> ReadPathList(const YAML::Node& node, const std::string& so
 void ParseDatabase(const YAML::Node& node, const std::string& source, const fs::path& base,
                    DaemonConfig& c, yaml::LineMap& lines) {
   const std::string path = "database";
-  yaml::CheckMap(node, source, path,
-                 {"url", "url_file", "url_credential", "schema", "pool_size"});
+  yaml::CheckMap(node, source, path, {"url", "url_file", "url_credential", "schema", "pool_size"});
   std::vector<std::pair<std::string, YAML::Node>> secrets;
   for (const char* key : {"url", "url_file", "url_credential"}) {
     YAML::Node v = yaml::Get(node, key, path, lines);
@@ -163,9 +163,9 @@ void ParseDatabase(const YAML::Node& node, const std::string& source, const fs::
     }
   }
   if (secrets.size() > 1) {
-    yaml::Fail(source, secrets[1].second, yaml::Join(path, secrets[1].first),
-               "set only one of url, url_file and url_credential (" + secrets[0].first +
-                   " is set too)");
+    yaml::Fail(
+        source, secrets[1].second, yaml::Join(path, secrets[1].first),
+        "set only one of url, url_file and url_credential (" + secrets[0].first + " is set too)");
   }
   if (!secrets.empty()) {
     const auto& [key, v] = secrets.front();
@@ -189,7 +189,8 @@ void ParseDatabase(const YAML::Node& node, const std::string& source, const fs::
           yaml::Fail(source, v, key_path,
                      "credential " + Quoted(value) +
                          " requested but $CREDENTIALS_DIRECTORY is not set (run under systemd "
-                         "with LoadCredential=" + value + ":/path/to/secret)");
+                         "with LoadCredential=" +
+                         value + ":/path/to/secret)");
         }
         c.database.url = ReadSecretFile(fs::path(dir) / value, "systemd credential " + value);
         c.database.url_origin = "systemd credential " + value;
@@ -203,8 +204,8 @@ void ParseDatabase(const YAML::Node& node, const std::string& source, const fs::
     c.database.schema = yaml::ReadString(v, source, "database.schema", false);
   }
   if (auto v = yaml::Get(node, "pool_size", path, lines); v.IsDefined()) {
-    c.database.pool_size = static_cast<int>(
-        yaml::ReadInt(v, source, "database.pool_size", 0, kMaxPoolSize));
+    c.database.pool_size =
+        static_cast<int>(yaml::ReadInt(v, source, "database.pool_size", 0, kMaxPoolSize));
   }
 }
 
@@ -251,9 +252,9 @@ DaemonConfig ParseConfig(const YAML::Node& root, const std::string& source, cons
   c.source = source;
   if (!root.IsDefined() || root.IsNull()) return c;  // an empty file: all defaults
   yaml::LineMap lines;
-  yaml::CheckMap(root, source, "",
-                 {"database", "worker", "plugins", "workflows", "log", "metrics", "maintenance",
-                  "schedules"});
+  yaml::CheckMap(
+      root, source, "",
+      {"database", "worker", "plugins", "workflows", "log", "metrics", "maintenance", "schedules"});
   if (auto v = yaml::Get(root, "database", "", lines); v.IsDefined()) {
     ParseDatabase(v, source, base, c, lines);
   }
@@ -365,8 +366,7 @@ void ApplyEnvironment(DaemonConfig& config, const EnvLookup& env) {
   if (auto v = get("CAIRN_CONCURRENCY")) {
     int value = 0;
     const auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), value);
-    if (ec != std::errc() || ptr != v->data() + v->size() || value < 1 ||
-        value > kMaxConcurrency) {
+    if (ec != std::errc() || ptr != v->data() + v->size() || value < 1 || value > kMaxConcurrency) {
       throw ConfigError("environment", 0, "CAIRN_CONCURRENCY",
                         "must be an integer between 1 and " + std::to_string(kMaxConcurrency) +
                             ", got " + Quoted(*v));
@@ -430,8 +430,8 @@ std::string RedactDatabaseUrl(std::string_view url) {
   while ((pos = out.find("password", pos)) != std::string::npos) {
     std::size_t eq = pos + 8;
     while (eq < out.size() && out[eq] == ' ') ++eq;
-    const bool at_key = pos == 0 || out[pos - 1] == '?' || out[pos - 1] == '&' ||
-                        out[pos - 1] == ' ';
+    const bool at_key =
+        pos == 0 || out[pos - 1] == '?' || out[pos - 1] == '&' || out[pos - 1] == ' ';
     if (!at_key || eq >= out.size() || out[eq] != '=') {
       pos += 8;
       continue;

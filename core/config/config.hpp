@@ -78,8 +78,8 @@ struct DaemonConfig {
   bool schedules_declared = false;
   std::string source;  // the config file, "" for defaults only
 
-  int EffectivePoolSize() const;    // pool_size, or concurrency + 2
-  int EffectiveClaimBatch() const;  // claim_batch, or concurrency
+  int EffectivePoolSize() const;          // pool_size, or concurrency + 2
+  int EffectiveClaimBatch() const;        // claim_batch, or concurrency
   std::string EffectiveWorkerId() const;  // id, or "<hostname>:<pid>"
 };
 

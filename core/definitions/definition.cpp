@@ -96,13 +96,13 @@ using yaml::Require;
 
 RetryPolicy ParseRetry(const YAML::Node& node, const std::string& source, const std::string& path,
                        LineMap& lines) {
-  yaml::CheckMap(node, source, path,
-                 {"max_attempts", "initial_backoff", "max_backoff", "multiplier", "jitter",
-                  "non_retryable"});
+  yaml::CheckMap(
+      node, source, path,
+      {"max_attempts", "initial_backoff", "max_backoff", "multiplier", "jitter", "non_retryable"});
   RetryPolicy r;
   if (auto v = Get(node, "max_attempts", path, lines); v.IsDefined()) {
-    r.max_attempts = static_cast<int>(
-        yaml::ReadInt(v, source, yaml::Join(path, "max_attempts"), 1, INT_MAX));
+    r.max_attempts =
+        static_cast<int>(yaml::ReadInt(v, source, yaml::Join(path, "max_attempts"), 1, INT_MAX));
   }
   if (auto v = Get(node, "initial_backoff", path, lines); v.IsDefined()) {
     r.initial_backoff = yaml::ReadDuration(v, source, yaml::Join(path, "initial_backoff"));
@@ -125,11 +125,11 @@ RetryPolicy ParseRetry(const YAML::Node& node, const std::string& source, const 
   return r;
 }
 
-StepDefinition ParseStep(const YAML::Node& node, const std::string& source,
-                         const std::string& path, LineMap& lines) {
-  yaml::CheckMap(node, source, path,
-                 {"name", "run", "timeout", "transactional", "compensate", "on_wait_timeout",
-                  "retry"});
+StepDefinition ParseStep(const YAML::Node& node, const std::string& source, const std::string& path,
+                         LineMap& lines) {
+  yaml::CheckMap(
+      node, source, path,
+      {"name", "run", "timeout", "transactional", "compensate", "on_wait_timeout", "retry"});
   StepDefinition s;
   s.name = yaml::ReadString(Require(node, "name", source, path, lines), source,
                             yaml::Join(path, "name"), false);
@@ -168,8 +168,8 @@ WorkflowDefinition ParseWorkflow(const YAML::Node& node, const std::string& sour
   WorkflowDefinition d;
   d.name = yaml::ReadString(Require(node, "name", source, path, lines), source,
                             yaml::Join(path, "name"), false);
-  d.version = static_cast<int>(yaml::ReadInt(Require(node, "version", source, path, lines),
-                                             source, yaml::Join(path, "version"), 1, INT_MAX));
+  d.version = static_cast<int>(yaml::ReadInt(Require(node, "version", source, path, lines), source,
+                                             yaml::Join(path, "version"), 1, INT_MAX));
   if (auto v = Get(node, "queue", path, lines); v.IsDefined()) {
     d.queue = yaml::ReadString(v, source, yaml::Join(path, "queue"), false);
   }
@@ -377,9 +377,9 @@ WorkflowDefinition DefinitionFromJson(const nlohmann::json& j, const std::string
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const std::string p = "steps[" + std::to_string(i) + "]";
     const nlohmann::json& sj = steps[i];
-    CheckJsonKeys(sj, source, p,
-                  {"name", "run", "timeout_ms", "transactional", "compensate", "on_wait_timeout",
-                   "retry"});
+    CheckJsonKeys(
+        sj, source, p,
+        {"name", "run", "timeout_ms", "transactional", "compensate", "on_wait_timeout", "retry"});
     StepDefinition s;
     s.source = source;
     s.name = JsonGet<std::string>(sj, "name", source, p);
@@ -450,8 +450,8 @@ std::vector<WorkflowDefinition> LoadDefinitions(const std::filesystem::path& fil
             [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
   std::vector<WorkflowDefinition> out;
   for (const fs::path& file : files) {
-    for (WorkflowDefinition& d : LoadDefinitionsFromString(ReadYamlFile(file, limits),
-                                                           file.string(), limits)) {
+    for (WorkflowDefinition& d :
+         LoadDefinitionsFromString(ReadYamlFile(file, limits), file.string(), limits)) {
       out.push_back(std::move(d));
     }
   }
@@ -519,9 +519,9 @@ void ValidateSteps(const DefinitionSet& definitions,
       const std::string where =
           "workflow " + d->name + " v" + std::to_string(d->version) + ", step " + s.name;
       if (!step_exists(s.run)) {
-        errors.emplace_back(s.source, 0, where,
-                            "run: unknown plugin step " + Quoted(s.run) +
-                                " (no loaded plugin registers it)");
+        errors.emplace_back(
+            s.source, 0, where,
+            "run: unknown plugin step " + Quoted(s.run) + " (no loaded plugin registers it)");
       }
       if (s.compensate && !step_exists(*s.compensate)) {
         errors.emplace_back(s.source, 0, where,

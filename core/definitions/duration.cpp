@@ -26,7 +26,8 @@ milliseconds ParseDuration(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
   if (text.empty()) throw bad("empty");
-  const bool plain = std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const bool plain =
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
   int64_t total = 0;
   std::size_t pos = 0;
   while (pos < text.size()) {
@@ -64,7 +65,8 @@ milliseconds ParseDuration(std::string_view text) {
       throw bad("unknown unit " + Quoted(unit));
     }
     int64_t part = 0;
-    if (__builtin_mul_overflow(value, scale, &part) || __builtin_add_overflow(total, part, &total)) {
+    if (__builtin_mul_overflow(value, scale, &part) ||
+        __builtin_add_overflow(total, part, &total)) {
       throw bad("too large");
     }
   }

@@ -98,8 +98,9 @@ ConfigError::ConfigError(std::string source, int line, std::string key_path, std
 void CheckYamlSize(std::string_view text, const std::string& source, const YamlLimits& limits) {
   if (text.size() > limits.max_bytes) {
     throw ConfigError(source, 0, "",
-                      "input is " + std::to_string(text.size()) + " bytes, more than the limit of " +
-                          std::to_string(limits.max_bytes) + " bytes");
+                      "input is " + std::to_string(text.size()) +
+                          " bytes, more than the limit of " + std::to_string(limits.max_bytes) +
+                          " bytes");
   }
 }
 
@@ -128,9 +129,9 @@ std::string ReadYamlFile(const std::filesystem::path& file, const YamlLimits& li
   while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
     text.append(buffer, static_cast<std::size_t>(in.gcount()));
     if (text.size() > limits.max_bytes) {
-      throw ConfigError(source, 0, "",
-                        "file is more than the limit of " + std::to_string(limits.max_bytes) +
-                            " bytes");
+      throw ConfigError(
+          source, 0, "",
+          "file is more than the limit of " + std::to_string(limits.max_bytes) + " bytes");
     }
   }
   if (in.bad()) throw ConfigError(source, 0, "", "read error");
@@ -225,9 +226,9 @@ std::string ReadString(const YAML::Node& node, const std::string& source, const 
 
 int64_t ReadInt(const YAML::Node& node, const std::string& source, const std::string& path,
                 int64_t min, int64_t max) {
-  const std::string range = max >= INT32_MAX ? ">= " + std::to_string(min)
-                                             : "between " + std::to_string(min) + " and " +
-                                                   std::to_string(max);
+  const std::string range = max >= INT32_MAX
+                                ? ">= " + std::to_string(min)
+                                : "between " + std::to_string(min) + " and " + std::to_string(max);
   const std::string problem = "must be an integer " + range;
   if (!node.IsScalar()) Fail(source, node, path, problem);
   const std::string& text = node.Scalar();
@@ -310,7 +311,8 @@ YAML::Node Get(const YAML::Node& map, std::string_view key, const std::string& p
     for (const auto& entry : map) {
       if (entry.first.IsScalar() && entry.first.Scalar() == key) {
         const int line = LineOf(entry.first);
-        if (line > 0) value = YAML::Load(std::string(static_cast<std::size_t>(line - 1), '\n') + "~");
+        if (line > 0)
+          value = YAML::Load(std::string(static_cast<std::size_t>(line - 1), '\n') + "~");
         break;
       }
     }

@@ -47,7 +47,7 @@ class ConfigError : public InvalidArgumentError {
 
 struct YamlLimits {
   std::size_t max_bytes = 4 * 1024 * 1024;
-  int max_depth = 64;              // nested sequences and mappings
+  int max_depth = 64;               // nested sequences and mappings
   std::size_t max_nodes = 1000000;  // every node, an alias each time it is used
 };
 
@@ -70,8 +70,8 @@ YAML::Node Parse(std::string_view text, const std::string& source, const YamlLim
 int LineOf(const YAML::Node& node);
 
 // Throws ConfigError at the node's line.
-[[noreturn]] void Fail(const std::string& source, const YAML::Node& node,
-                       const std::string& path, const std::string& problem);
+[[noreturn]] void Fail(const std::string& source, const YAML::Node& node, const std::string& path,
+                       const std::string& problem);
 
 // "a.b" + "c" -> "a.b.c"; "" + "c" -> "c".
 std::string Join(const std::string& path, std::string_view key);

@@ -21,10 +21,9 @@ double JitterSample() {
 }
 
 StepOutcome TimeoutOutcome(const StepDefinition& step) {
-  return FailureOutcome("timeout",
-                        "step " + step.name + " exceeded its timeout of " +
-                            FormatDuration(step.timeout),
-                        true);
+  return FailureOutcome(
+      "timeout", "step " + step.name + " exceeded its timeout of " + FormatDuration(step.timeout),
+      true);
 }
 
 }  // namespace
@@ -50,9 +49,9 @@ Executor::CommittedPlan Executor::Commit(store::Tx& tx, StepPlan& plan) {
     WaitRecord wait = store::SaveWait(tx, *plan.wait);
     if (wait.status == WaitStatus::kResuming) {
       plan.checkpoint.status = RunStatus::kRunning;
-      committed.inbox_resume = Resume{wait.correlation_key, wait.event,
-                                      wait.payload.value_or(Json::object()),
-                                      wait.claimant.value_or("")};
+      committed.inbox_resume =
+          Resume{wait.correlation_key, wait.event, wait.payload.value_or(Json::object()),
+                 wait.claimant.value_or("")};
     }
   }
   if (plan.resumed) {
@@ -96,8 +95,7 @@ ExecutionEnd Executor::Execute(Run claimed, const std::atomic<bool>& stopping) {
     if (!connection_->TryLockStack(claimed.id)) {
       // A zombie still executes this run on another session; let it finish
       // or die, then try again.
-      spdlog::info("run {}: stack lock held by another session, handing the run back",
-                   claimed.id);
+      spdlog::info("run {}: stack lock held by another session, handing the run back", claimed.id);
       Release(claimed, options_.stack_busy_delay);
       return ExecutionEnd::kHandedBack;
     }
@@ -147,7 +145,7 @@ ExecutionEnd Executor::ExecuteLocked(Run& run, std::optional<Resume> resume,
   while (true) {
     if (stopping.load()) {
       return Release(run, std::chrono::milliseconds(0)) ? ExecutionEnd::kHandedBack
-                                                         : ExecutionEnd::kLost;
+                                                        : ExecutionEnd::kLost;
     }
     if (leases_.Lost(run.id)) return ExecutionEnd::kLost;
     const auto step_started = std::chrono::steady_clock::now();
@@ -208,14 +206,14 @@ Executor::StepResult Executor::RunCompensation(Run& run, const WorkflowDefinitio
     unknown.compensate = top;
     step_name = top;
     return CommitAlone(
-        run, PlanCompensation(run, unknown,
-                              FailureOutcome("unknown_step",
-                                             "the run's compensation stack names step \"" + top +
-                                                 "\", which has no compensation in workflow " +
-                                                 workflow.name + " v" +
-                                                 std::to_string(workflow.version),
-                                             false),
-                              JitterSample(), options_.lease));
+        run,
+        PlanCompensation(run, unknown,
+                         FailureOutcome("unknown_step",
+                                        "the run's compensation stack names step \"" + top +
+                                            "\", which has no compensation in workflow " +
+                                            workflow.name + " v" + std::to_string(workflow.version),
+                                        false),
+                         JitterSample(), options_.lease));
   }
   const StepDefinition compensation = compensated->Compensation();
   step_name = compensation.name;
@@ -236,8 +234,8 @@ Executor::StepResult Executor::Adopt(Run& run, const StepPlan& plan, CommittedPl
   leases_.Update(run.id, run.version);
   StepResult result;
   result.outcome = StepOutcomeLabel(plan.events);
-  result.end = run.status == RunStatus::kRunning ? StepResult::End::kContinue
-                                                 : StepResult::End::kParked;
+  result.end =
+      run.status == RunStatus::kRunning ? StepResult::End::kContinue : StepResult::End::kParked;
   result.resume = std::move(committed.inbox_resume);
   return result;
 }
@@ -270,8 +268,8 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
   std::optional<StepOutcome> failure;  // to commit in a transaction of its own
   try {
     if (!plugin_step) {
-      failure = FailureOutcome("unknown_step",
-                               "plugin step \"" + step.run + "\" is not loaded", false);
+      failure =
+          FailureOutcome("unknown_step", "plugin step \"" + step.run + "\" is not loaded", false);
     } else if (!step.transactional) {
       auto outcome = InvokeWithTimeout(plugin_step, call, nullptr, step.timeout);
       if (!outcome) outcome = TimeoutOutcome(step);
@@ -284,8 +282,8 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
       // The step's own writes and its checkpoint commit together; a step that
       // did not succeed rolls its writes back and records the failure apart.
       StepPlan plan;
-      auto ended = connection_->Transact(
-          [&](store::Tx& tx) -> std::variant<CommittedPlan, StepOutcome> {
+      auto ended =
+          connection_->Transact([&](store::Tx& tx) -> std::variant<CommittedPlan, StepOutcome> {
             store::SetStatementTimeout(tx, step.timeout);
             auto sql = std::make_shared<TransactionStepSql>(tx);
             auto outcome = InvokeWithTimeout(plugin_step, call, sql, step.timeout);

@@ -19,8 +19,7 @@ RunEvent Lifecycle(const Run& run, const std::string& step, int attempt, std::st
   return event;
 }
 
-std::chrono::milliseconds Jittered(std::chrono::milliseconds base, double jitter,
-                                   double sample) {
+std::chrono::milliseconds Jittered(std::chrono::milliseconds base, double jitter, double sample) {
   // Spread uniformly over [base * (1 - jitter), base * (1 + jitter)).
   double factor = 1.0 + jitter * (2.0 * sample - 1.0);
   return std::chrono::milliseconds(
@@ -38,8 +37,8 @@ StepOutcome FailureOutcome(std::string code, std::string message, bool retryable
   return outcome;
 }
 
-Json MergeContext(const Json& context, const Json& updates, const Run& run,
-                  const std::string& step, int attempt, std::vector<RunEvent>& events) {
+Json MergeContext(const Json& context, const Json& updates, const Run& run, const std::string& step,
+                  int attempt, std::vector<RunEvent>& events) {
   Json merged = context.is_object() ? context : Json::object();
   if (!updates.is_object()) return merged;
   for (const auto& [field, value] : updates.items()) {
@@ -109,8 +108,8 @@ Resumption TakeUpResume(Run& run, const Resume& resume, const std::string& step)
   resumption.events.push_back(
       Lifecycle(run, step, attempt, "resumed",
                 Json{{"event", resume.event}, {"key", resume.correlation_key}}));
-  run.context = MergeContext(run.context, Json{{resume.event, resume.payload}}, run, step,
-                             attempt, resumption.events);
+  run.context = MergeContext(run.context, Json{{resume.event, resume.payload}}, run, step, attempt,
+                             resumption.events);
   return resumption;
 }
 
@@ -145,8 +144,7 @@ StepPlan PlanRunFailure(const Run& run, const std::string& step, int attempt,
 }
 
 StepPlan PlanStep(const Run& run, const WorkflowDefinition& workflow, const StepDefinition& step,
-                  const StepOutcome& given, double jitter_sample,
-                  std::chrono::milliseconds lease) {
+                  const StepOutcome& given, double jitter_sample, std::chrono::milliseconds lease) {
   const int attempt = run.attempt + 1;  // this attempt's number, 1-based
   StepOutcome outcome = given;
   std::optional<std::string> next_step = workflow.NextStep(step.name);
@@ -187,8 +185,8 @@ StepPlan PlanStep(const Run& run, const WorkflowDefinition& workflow, const Step
   StepPlan plan;
   Checkpoint& cp = plan.checkpoint;
   cp = BaseCheckpoint(run, step.name, lease);
-  cp.context = MergeContext(run.context, outcome.context_updates, run, step.name, attempt,
-                            plan.events);
+  cp.context =
+      MergeContext(run.context, outcome.context_updates, run, step.name, attempt, plan.events);
   if (step.compensate) cp.compensations.push_back(step.name);
   plan.events.push_back(Lifecycle(run, step.name, attempt, "step_committed"));
   plan.signals = outcome.signals;
@@ -220,7 +218,8 @@ StepPlan PlanStep(const Run& run, const WorkflowDefinition& workflow, const Step
     case OutcomeKind::kJump:
       cp.status = RunStatus::kRunning;
       cp.cursor = outcome.jump_to;
-      plan.events.push_back(Lifecycle(run, step.name, attempt, "jumped", Json{{"to", outcome.jump_to}}));
+      plan.events.push_back(
+          Lifecycle(run, step.name, attempt, "jumped", Json{{"to", outcome.jump_to}}));
       break;
     case OutcomeKind::kSleep:
       if (!next_step) {
@@ -314,8 +313,8 @@ StepPlan PlanCompensation(const Run& run, const StepDefinition& compensated,
   if (cp.compensations.empty()) {
     cp.status = run.final_status.value_or(RunStatus::kFailed);
     cp.error = run.error;
-    plan.events.push_back(Lifecycle(run, name, attempt, "compensations_done",
-                                    Json{{"status", ToString(cp.status)}}));
+    plan.events.push_back(
+        Lifecycle(run, name, attempt, "compensations_done", Json{{"status", ToString(cp.status)}}));
   } else {
     cp.status = RunStatus::kRunning;
     cp.error = run.error;

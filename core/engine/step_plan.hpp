@@ -53,7 +53,8 @@ void AttachResume(StepPlan& plan, const Resumption& resumption);
 // run is the state before the step; jitter_sample is uniform in [0, 1) and
 // spreads retry backoff by the policy's jitter fraction.
 StepPlan PlanStep(const Run& run, const WorkflowDefinition& workflow, const StepDefinition& step,
-                  const StepOutcome& outcome, double jitter_sample, std::chrono::milliseconds lease);
+                  const StepOutcome& outcome, double jitter_sample,
+                  std::chrono::milliseconds lease);
 
 // The plan of a run that fails for good at `step` (attempt `attempt`): it
 // ends failed, or unwinds first when steps with a compensation committed.
@@ -78,7 +79,7 @@ StepOutcome FailureOutcome(std::string code, std::string message, bool retryable
 
 // `context` with `updates` merged in (a null value removes the field).
 // Appends one "context" event per field whose value changed.
-Json MergeContext(const Json& context, const Json& updates, const Run& run,
-                  const std::string& step, int attempt, std::vector<RunEvent>& events);
+Json MergeContext(const Json& context, const Json& updates, const Run& run, const std::string& step,
+                  int attempt, std::vector<RunEvent>& events);
 
 }  // namespace cairn

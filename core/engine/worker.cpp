@@ -25,8 +25,7 @@ std::chrono::milliseconds ReconnectDelay(int failures) {
 
 }  // namespace
 
-Worker::Worker(WorkerOptions options, const DefinitionSet& definitions,
-               const StepCatalog& steps)
+Worker::Worker(WorkerOptions options, const DefinitionSet& definitions, const StepCatalog& steps)
     : options_(std::move(options)), definitions_(definitions), steps_(steps) {
   for (const auto* definition : definitions_.All()) served_hashes_.push_back(definition->hash);
 }
@@ -105,7 +104,8 @@ void Worker::PollLoop() {
         auto next_due = connection->Transact([&](store::Tx& tx) {
           return store::MillisUntilNextDue(tx, options_.queues, served_hashes_);
         });
-        if (next_due) wait = std::min(wait, std::chrono::milliseconds(std::max<int64_t>(*next_due, 1)));
+        if (next_due)
+          wait = std::min(wait, std::chrono::milliseconds(std::max<int64_t>(*next_due, 1)));
       }
       failures = 0;
       if (options_.metrics) options_.metrics->PollerReachedDatabase();
@@ -143,9 +143,10 @@ void Worker::SlotLoop(int slot) {
     try {
       if (!executor || !executor->Healthy()) {
         store::ConnectionOptions connection = options_.connection;
-        connection.application_name = "cairn slot " + std::to_string(slot) + " " + options_.worker_id;
-        executor = std::make_unique<Executor>(connection, definitions_, steps_,
-                                              executor_options, leases_);
+        connection.application_name =
+            "cairn slot " + std::to_string(slot) + " " + options_.worker_id;
+        executor =
+            std::make_unique<Executor>(connection, definitions_, steps_, executor_options, leases_);
       }
       end = executor->Execute(std::move(run), stop_runs_);
       failures = 0;
@@ -197,7 +198,8 @@ void Worker::KeeperLoop() {
           store::CleanupInbox(tx);
           return std::make_pair(store::ReapExpiredLeases(tx), store::ExpireWaits(tx));
         });
-        if (expired > 0) spdlog::info("waits: {} expired, their runs took the timeout path", expired);
+        if (expired > 0)
+          spdlog::info("waits: {} expired, their runs took the timeout path", expired);
         if (reaped > 0) {
           spdlog::info("reaper: {} runs with expired leases are ready again", reaped);
           if (options_.metrics) options_.metrics->LeasesReaped(reaped);
@@ -267,7 +269,8 @@ bool Worker::Stop() {
     auto connection = Connect("stop");
     for (const auto& run : unstarted) {
       connection->Transact([&](store::Tx& tx) {
-        store::ReleaseRun(tx, run.id, run.version, options_.worker_id, std::chrono::milliseconds(0));
+        store::ReleaseRun(tx, run.id, run.version, options_.worker_id,
+                          std::chrono::milliseconds(0));
       });
     }
     {

@@ -1,5 +1,5 @@
 // Errors that cross the store boundary. The store translates every libpqxx
-// exception into one of these, by SQLSTATE, in store_errors.cpp alone; the
+// exception into one of these, by SQLSTATE, in core/store/store.cpp alone; the
 // engine decides what to do from the kind, never from a message.
 #pragma once
 
@@ -15,7 +15,7 @@ enum class ErrorKind {
   kPermanent,        // a bug, a constraint or bad input: retrying will not help
   kInvalidArgument,  // bad input caught before any SQL ran
   kNotFound,
-  kConflict,         // OCC version mismatch or a lost compare-and-swap
+  kConflict,  // OCC version mismatch or a lost compare-and-swap
 };
 
 const char* ToString(ErrorKind kind);
@@ -82,8 +82,8 @@ class InvalidArgumentError : public Error {
 class LockUnavailableError : public Error {
  public:
   explicit LockUnavailableError(const std::string& run_id)
-      : Error(ErrorKind::kConflict, "stack lock unavailable: run " + run_id +
-                                        " is held by another session"),
+      : Error(ErrorKind::kConflict,
+              "stack lock unavailable: run " + run_id + " is held by another session"),
         run_id_(run_id) {}
   const std::string& run_id() const { return run_id_; }
 

@@ -31,12 +31,18 @@ constexpr std::array<std::pair<WaitStatus, std::string_view>, 5> kWaitStatusName
 
 const char* ToString(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::kTransient: return "transient";
-    case ErrorKind::kInDoubt: return "in_doubt";
-    case ErrorKind::kPermanent: return "permanent";
-    case ErrorKind::kInvalidArgument: return "invalid_argument";
-    case ErrorKind::kNotFound: return "not_found";
-    case ErrorKind::kConflict: return "conflict";
+    case ErrorKind::kTransient:
+      return "transient";
+    case ErrorKind::kInDoubt:
+      return "in_doubt";
+    case ErrorKind::kPermanent:
+      return "permanent";
+    case ErrorKind::kInvalidArgument:
+      return "invalid_argument";
+    case ErrorKind::kNotFound:
+      return "not_found";
+    case ErrorKind::kConflict:
+      return "conflict";
   }
   return "unknown";
 }
@@ -56,8 +62,8 @@ RunStatus ParseRunStatus(std::string_view name) {
   for (const auto& entry : kRunStatusNames) {
     valid += (valid.empty() ? "" : ", ") + std::string(entry.second);
   }
-  throw InvalidArgumentError("unknown run status \"" + std::string(name) + "\" (one of: " +
-                             valid + ")");
+  throw InvalidArgumentError("unknown run status \"" + std::string(name) + "\" (one of: " + valid +
+                             ")");
 }
 
 bool IsFinished(RunStatus status) {
@@ -65,9 +71,7 @@ bool IsFinished(RunStatus status) {
          status == RunStatus::kCancelled || status == RunStatus::kCompensationFailed;
 }
 
-std::string_view ToString(ChildWait mode) {
-  return mode == ChildWait::kAll ? "all" : "first";
-}
+std::string_view ToString(ChildWait mode) { return mode == ChildWait::kAll ? "all" : "first"; }
 
 ChildWait ParseChildWait(std::string_view name) {
   for (ChildWait mode : {ChildWait::kAll, ChildWait::kFirst}) {

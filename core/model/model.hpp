@@ -16,9 +16,9 @@ namespace cairn {
 using Json = nlohmann::json;
 
 enum class RunStatus {
-  kReady,        // due at run_at, claimable
-  kRunning,      // leased by a worker
-  kWaiting,      // parked on a wait record
+  kReady,    // due at run_at, claimable
+  kRunning,  // leased by a worker
+  kWaiting,  // parked on a wait record
   kCompleted,
   kFailed,
   kCancelled,
@@ -105,8 +105,8 @@ struct Checkpoint {
   std::optional<std::string> lease_owner;
   std::optional<Json> output;
   std::optional<std::string> error;
-  Json compensations = Json::array();       // the run's compensation stack after this step
-  std::optional<RunStatus> final_status;    // see Run::final_status
+  Json compensations = Json::array();     // the run's compensation stack after this step
+  std::optional<RunStatus> final_status;  // see Run::final_status
 };
 
 struct CheckpointResult {

@@ -22,19 +22,19 @@ struct StepOutcome {
   // into the run's context, one audit event per changed field. A null value
   // removes the field.
   Json context_updates = Json::object();
-  std::string jump_to;            // kJump: the step name
-  std::string wait_event;         // kWait
-  std::string wait_key;           // kWait: correlation key (none for wait_children)
+  std::string jump_to;     // kJump: the step name
+  std::string wait_event;  // kWait
+  std::string wait_key;    // kWait: correlation key (none for wait_children)
   // kWait for the child runs this step starts: all of them or the first to
   // finish; their summaries join the context under wait_event.
   std::optional<ChildWait> wait_children;
   std::optional<int64_t> wait_timeout_ms;  // kWait
   std::optional<int64_t> sleep_ms;         // kSleep: duration
   std::optional<std::string> sleep_until;  // kSleep: timestamptz text
-  Json output;                    // kComplete
-  bool retryable = true;          // kFail
-  std::string error_code;         // kFail: matched against non-retryable codes
-  std::string error_message;      // kFail
+  Json output;                             // kComplete
+  bool retryable = true;                   // kFail
+  std::string error_code;                  // kFail: matched against non-retryable codes
+  std::string error_message;               // kFail
   // Signals to other runs (correlation key, payload), sent in the step's
   // commit; dropped when the step fails.
   std::vector<std::pair<std::string, Json>> signals;

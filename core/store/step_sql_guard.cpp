@@ -2,21 +2,25 @@
 #include "step_sql_guard.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
-#include <set>
 #include <vector>
 
 namespace cairn::store {
 namespace {
 
 // Statements that end, split or re-characterise cairn's checkpoint transaction.
-const std::set<std::string, std::less<>> kTransactionControl = {
+constexpr std::array<std::string_view, 8> kTransactionControl = {
     "abort", "begin", "commit", "end", "release", "rollback", "savepoint", "start"};
 // Statements that change the session (which outlives the step) or cannot
 // run inside a transaction block.
-const std::set<std::string, std::less<>> kSessionState = {
+constexpr std::array<std::string_view, 10> kSessionState = {
     "checkpoint", "copy",    "deallocate", "discard",  "listen",
     "load",       "prepare", "reset",      "unlisten", "vacuum"};
+
+bool IsOneOf(std::string_view word, const auto& words) {
+  return std::find(words.begin(), words.end(), word) != words.end();
+}
 
 bool IsWordChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
@@ -127,7 +131,7 @@ std::optional<std::string> StepSqlRefusal(std::string_view sql) {
   const std::string_view first = shape.Word(0);
   const std::string_view second = shape.Word(1);
   if (first.empty()) return std::string("empty statement");
-  if (kTransactionControl.count(first) > 0) {
+  if (IsOneOf(first, kTransactionControl)) {
     return "transaction control (" + std::string(first) +
            ") is refused: the step runs inside cairn's checkpoint transaction, which cairn "
            "commits or rolls back";
@@ -143,7 +147,7 @@ std::optional<std::string> StepSqlRefusal(std::string_view sql) {
     }
     if (second == "local" || second == "constraints") return std::nullopt;
   }
-  if (first == "set" || kSessionState.count(first) > 0) {
+  if (first == "set" || IsOneOf(first, kSessionState)) {
     return "'" + std::string(first) +
            "' is refused in a step: it changes session state of a shared connection or "
            "cannot run in a transaction (SET LOCAL is allowed)";

@@ -151,8 +151,7 @@ void Connection::UnlockStack(const std::string& run_id) {
   impl_->stack_holds.erase(held);
   // A broken session has released its locks already.
   if (!IsOpen()) return;
-  ExecuteOutsideTransaction(
-      [&](Tx& tx) { Internal(tx).Exec("stack_unlock", schema(), run_id); });
+  ExecuteOutsideTransaction([&](Tx& tx) { Internal(tx).Exec("stack_unlock", schema(), run_id); });
 }
 
 bool Connection::HoldsStack(const std::string& run_id) const {

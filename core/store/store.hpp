@@ -150,8 +150,7 @@ std::vector<WaitRecord> WaitsOfRun(Tx& tx, const std::string& run_id);
 // WAITING -> RESUMING by compare-and-swap. Throws NotFoundError,
 // WaitExpiredError (unless allow_expired) or WaitAlreadyClaimedError.
 WaitRecord ClaimWait(Tx& tx, const std::string& correlation_key, const std::string& claimant,
-                     const std::optional<Json>& payload = std::nullopt,
-                     bool allow_expired = false);
+                     const std::optional<Json>& payload = std::nullopt, bool allow_expired = false);
 // RESUMING -> RESUMED for the claimant that holds it; WaitAlreadyClaimedError otherwise.
 WaitRecord CompleteWait(Tx& tx, const std::string& correlation_key, const std::string& claimant);
 // WAITING or RESUMING -> CANCELLED. False when the wait had already finished.

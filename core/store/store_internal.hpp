@@ -51,8 +51,7 @@ inline Tx::Impl& Internal(Tx& tx) { return tx.impl(); }
 // Calls a run's SQL API function (cancel_run, retry_run...) whose outcome
 // column says 'unknown' for a run that does not exist; returns its row.
 template <typename... Args>
-pqxx::row RunApiCall(Tx& tx, const std::string& name, const std::string& run_id,
-                     Args&&... args) {
+pqxx::row RunApiCall(Tx& tx, const std::string& name, const std::string& run_id, Args&&... args) {
   pqxx::row row = Internal(tx).Exec(name, run_id, std::forward<Args>(args)...)[0];
   if (std::string_view(row["outcome"].c_str()) == "unknown") {
     throw NotFoundError("run " + run_id + " does not exist");

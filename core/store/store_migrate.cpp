@@ -20,15 +20,16 @@ std::vector<Shipped> ShippedMigrations() {
   std::vector<Shipped> shipped;
   for (const auto& file : sql::EmbeddedMigrations()) {
     size_t digits = 0;
-    while (digits < file.name.size() && std::isdigit(static_cast<unsigned char>(file.name[digits]))) {
+    while (digits < file.name.size() &&
+           std::isdigit(static_cast<unsigned char>(file.name[digits]))) {
       ++digits;
     }
     if (digits == 0) {
       throw Error(ErrorKind::kPermanent,
                   "migration file " + std::string(file.name) + " does not start with a number");
     }
-    shipped.push_back({std::stoi(std::string(file.name.substr(0, digits))),
-                       std::string(file.name), file.text});
+    shipped.push_back(
+        {std::stoi(std::string(file.name.substr(0, digits))), std::string(file.name), file.text});
   }
   return shipped;
 }
@@ -61,8 +62,8 @@ MigrationReport Inspect(Tx& tx, const std::string& schema) {
       if (found->second.checksum != info.checksum) {
         throw Error(ErrorKind::kPermanent,
                     "migration " + file.name + " was changed after it was applied to schema " +
-                        schema + " (recorded checksum " + found->second.checksum +
-                        ", shipped " + info.checksum +
+                        schema + " (recorded checksum " + found->second.checksum + ", shipped " +
+                        info.checksum +
                         "); released migrations must not be edited: restore the file and add a "
                         "new migration instead");
       }
@@ -119,8 +120,7 @@ MigrationReport Migrate(Connection& connection, bool dry_run) {
   }
   MigrationLock lock(connection);
   connection.Transact([&](Tx& tx) {
-    Internal(tx).work.exec(
-        sql::WithSchema(sql::Query("migrate_bootstrap"), connection.schema()));
+    Internal(tx).work.exec(sql::WithSchema(sql::Query("migrate_bootstrap"), connection.schema()));
   });
   MigrationReport report = MigrationStatus(connection);
   for (auto& m : report.migrations) {

@@ -51,8 +51,7 @@ CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& c, const std::vector<R
       t.Exec("save_checkpoint", c.run_id, c.expected_version, c.context.dump(), c.cursor,
              std::string(ToString(c.status)), c.attempt, c.run_at, c.delay_ms, c.lease_owner,
              c.lease_ms, output, c.error, EventsJson(events), c.compensations.dump(),
-             c.final_status ? std::optional<std::string>(ToString(*c.final_status))
-                            : std::nullopt);
+             c.final_status ? std::optional<std::string>(ToString(*c.final_status)) : std::nullopt);
   if (rows.empty()) {
     pqxx::result current = t.Exec("run_version", c.run_id);
     if (current.empty()) throw NotFoundError("run " + c.run_id + " does not exist");
@@ -113,8 +112,8 @@ void AppendEvents(Tx& tx, const std::vector<RunEvent>& events) {
 
 HistoryPage History(Tx& tx, const std::string& run_id, int64_t after, int limit) {
   if (limit < 1 || limit > kMaxHistoryPage) {
-    throw InvalidArgumentError("history page size " + std::to_string(limit) +
-                               " is outside 1.." + std::to_string(kMaxHistoryPage));
+    throw InvalidArgumentError("history page size " + std::to_string(limit) + " is outside 1.." +
+                               std::to_string(kMaxHistoryPage));
   }
   pqxx::result rows = Internal(tx).Exec("history", run_id, after, limit + 1);
   HistoryPage page;

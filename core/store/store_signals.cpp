@@ -26,11 +26,10 @@ std::string_view ToString(SignalOutcome outcome) {
 SignalOutcome Signal(Tx& tx, const std::string& correlation_key, const Json& payload,
                      std::chrono::milliseconds inbox_retention) {
   if (correlation_key.empty()) throw InvalidArgumentError("the signal's correlation key is empty");
-  const std::string outcome =
-      Internal(tx)
-          .Exec("signal", correlation_key, payload.dump(),
-                static_cast<int64_t>(inbox_retention.count()))[0][0]
-          .c_str();
+  const std::string outcome = Internal(tx)
+                                  .Exec("signal", correlation_key, payload.dump(),
+                                        static_cast<int64_t>(inbox_retention.count()))[0][0]
+                                  .c_str();
   for (const auto& [value, name] : kSignalOutcomes) {
     if (name == outcome) return value;
   }

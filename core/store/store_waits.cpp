@@ -15,10 +15,10 @@ std::optional<std::string> DumpOptional(const std::optional<Json>& value) {
 WaitRecord SaveWait(Tx& tx, const NewWait& wait) {
   if (wait.correlation_key.empty()) throw InvalidArgumentError("wait correlation key is empty");
   try {
-    Internal(tx).Exec("create_wait", wait.correlation_key, wait.run_id, wait.event,
-                      wait.continuation_step, wait.timeout_step, wait.timeout_ms,
-                      wait.children ? std::optional<std::string>(ToString(*wait.children))
-                                    : std::nullopt);
+    Internal(tx).Exec(
+        "create_wait", wait.correlation_key, wait.run_id, wait.event, wait.continuation_step,
+        wait.timeout_step, wait.timeout_ms,
+        wait.children ? std::optional<std::string>(ToString(*wait.children)) : std::nullopt);
     return *GetWait(tx, wait.correlation_key);
   } catch (const DatabaseError& e) {
     if (e.sqlstate() == "23505") {
@@ -64,9 +64,9 @@ WaitRecord CompleteWait(Tx& tx, const std::string& correlation_key, const std::s
   if (!rows.empty()) return DecodeWait(rows[0]);
   auto current = GetWait(tx, correlation_key);
   if (!current) throw NotFoundError("no wait record with correlation key " + correlation_key);
-  throw WaitAlreadyClaimedError(correlation_key, std::string(ToString(current->status)) +
-                                                     ", claimant " +
-                                                     current->claimant.value_or("none"));
+  throw WaitAlreadyClaimedError(
+      correlation_key,
+      std::string(ToString(current->status)) + ", claimant " + current->claimant.value_or("none"));
 }
 
 bool CancelWait(Tx& tx, const std::string& correlation_key) {

@@ -47,8 +47,7 @@ std::string StartRun(Tx& tx, const StartRequest& r) {
 std::string StartChildRun(Tx& tx, const std::string& parent_run_id,
                           const std::optional<std::string>& parent_wait_key,
                           const std::string& workflow, const Json& input) {
-  return StartingRun(tx, "start_child_run", parent_run_id, parent_wait_key, workflow,
-                     input.dump());
+  return StartingRun(tx, "start_child_run", parent_run_id, parent_wait_key, workflow, input.dump());
 }
 
 std::unordered_map<RunStatus, int64_t> CountRuns(Tx& tx) {
@@ -73,8 +72,8 @@ std::vector<Run> ClaimRuns(Tx& tx, const std::vector<std::string>& queues,
                            const std::string& worker_id, std::chrono::milliseconds lease) {
   std::vector<Run> runs;
   for (const auto& row :
-       Internal(tx).Exec("claim_runs", ArrayLiteral(queues), ArrayLiteral(definition_hashes),
-                         limit, worker_id, static_cast<int64_t>(lease.count()))) {
+       Internal(tx).Exec("claim_runs", ArrayLiteral(queues), ArrayLiteral(definition_hashes), limit,
+                         worker_id, static_cast<int64_t>(lease.count()))) {
     runs.push_back(DecodeRun(row));
   }
   return runs;
@@ -82,8 +81,8 @@ std::vector<Run> ClaimRuns(Tx& tx, const std::vector<std::string>& queues,
 
 std::optional<int64_t> MillisUntilNextDue(Tx& tx, const std::vector<std::string>& queues,
                                           const std::vector<std::string>& definition_hashes) {
-  pqxx::result rows = Internal(tx).Exec("next_due", ArrayLiteral(queues),
-                                        ArrayLiteral(definition_hashes));
+  pqxx::result rows =
+      Internal(tx).Exec("next_due", ArrayLiteral(queues), ArrayLiteral(definition_hashes));
   if (rows[0][0].is_null()) return std::nullopt;
   return rows[0][0].as<int64_t>();
 }
@@ -109,8 +108,7 @@ int64_t ReapExpiredLeases(Tx& tx, int limit) {
 bool ReleaseRun(Tx& tx, const std::string& run_id, int64_t version, const std::string& worker_id,
                 std::chrono::milliseconds delay) {
   return !Internal(tx)
-              .Exec("release_run", run_id, version, worker_id,
-                    static_cast<int64_t>(delay.count()))
+              .Exec("release_run", run_id, version, worker_id, static_cast<int64_t>(delay.count()))
               .empty();
 }
 
@@ -134,8 +132,8 @@ void StopWorker(Tx& tx, const std::string& worker_id) {
 
 std::vector<Run> StrandedRuns(Tx& tx, std::chrono::milliseconds liveness, int limit) {
   std::vector<Run> runs;
-  for (const auto& row : Internal(tx).Exec("stranded_runs",
-                                           static_cast<int64_t>(liveness.count()), limit)) {
+  for (const auto& row :
+       Internal(tx).Exec("stranded_runs", static_cast<int64_t>(liveness.count()), limit)) {
     runs.push_back(DecodeRun(row));
   }
   return runs;
@@ -169,8 +167,7 @@ WakeListener::WakeListener(ConnectionOptions options)
     std::string channel;
     impl_->session.Transact(
         [&](Tx& tx) { channel = Internal(tx).Exec("wake_channel")[0][0].c_str(); });
-    impl_->receiver =
-        std::make_unique<Impl::Receiver>(*impl_->session.impl().connection, channel);
+    impl_->receiver = std::make_unique<Impl::Receiver>(*impl_->session.impl().connection, channel);
   } catch (...) {
     RethrowTranslated("listen");
   }
@@ -185,7 +182,8 @@ bool WakeListener::Wait(std::chrono::milliseconds timeout) {
     auto micros = static_cast<long>((timeout.count() % 1000) * 1000);
     int received = connection.await_notification(seconds, micros);
     if (!connection.is_open()) {
-      throw DatabaseError(ErrorKind::kTransient, "listen", "08006", "the LISTEN connection was lost");
+      throw DatabaseError(ErrorKind::kTransient, "listen", "08006",
+                          "the LISTEN connection was lost");
     }
     return received > 0;
   } catch (...) {

@@ -21,11 +21,11 @@
 #include <cairn/plugin.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
-#include <cstddef>
 #include <string>
 #include <utility>
 

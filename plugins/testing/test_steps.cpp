@@ -137,8 +137,7 @@ Outcome UndoGated(StepContext& ctx) {
   const std::string gate = QualifiedTable(ctx.input().value("gate", ""), "input.gate");
   const Json rows = ctx.sql("SELECT open FROM " + gate);
   const Json open = rows.empty() ? Json(false) : rows[0].value("open", Json(false));
-  if (open != Json(true))
-    return cairn::sdk::Fail("gate_closed", "the gate " + gate + " is closed");
+  if (open != Json(true)) return cairn::sdk::Fail("gate_closed", "the gate " + gate + " is closed");
   WriteJournal(ctx);
   return cairn::sdk::Next();
 }

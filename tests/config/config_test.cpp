@@ -157,8 +157,8 @@ TEST(ConfigLoader, ResolvesRelativePathsAgainstTheConfigFolder) {
                                   "workflows:\n  paths: [./wf, ../shared/wf.yaml]\n");
   const DaemonConfig c = LoadConfig(file);
   EXPECT_EQ(c.plugins.directories, std::vector<fs::path>{dir.path() / "etc/plugins"});
-  EXPECT_EQ(c.workflows.paths, (std::vector<fs::path>{dir.path() / "etc/wf",
-                                                      dir.path() / "shared/wf.yaml"}));
+  EXPECT_EQ(c.workflows.paths,
+            (std::vector<fs::path>{dir.path() / "etc/wf", dir.path() / "shared/wf.yaml"}));
 }
 
 TEST(ConfigLoader, RejectsUnknownKeyWithFileAndLine) {
@@ -173,8 +173,8 @@ TEST(ConfigLoader, RejectsInvalidSchemaName) {
   EXPECT_EQ(LoadError("database:\n  schema: \"bad-name; drop\"\n"),
             "cairn.yaml:2: database.schema: invalid schema name \"bad-name; drop\": must match "
             "^[A-Za-z_][A-Za-z0-9_]{0,62}$");
-  EXPECT_EQ(LoadError("database:\n  schema: " + std::string(64, 'a') + "\n").rfind(
-                "cairn.yaml:2: database.schema: invalid schema name", 0),
+  EXPECT_EQ(LoadError("database:\n  schema: " + std::string(64, 'a') + "\n")
+                .rfind("cairn.yaml:2: database.schema: invalid schema name", 0),
             0u);
 }
 
@@ -189,24 +189,31 @@ TEST(ConfigLoader, EveryValidationErrorNamesFileLineAndKey) {
        "cairn.yaml:2: worker.concurrency: must be an integer between 1 and 1024, got \"0\""},
       {"worker:\n  concurrency: many\n",
        "cairn.yaml:2: worker.concurrency: must be an integer between 1 and 1024"},
-      {"worker:\n  poll_interval: 0s\n", "cairn.yaml:2: worker.poll_interval: must be longer than 0"},
+      {"worker:\n  poll_interval: 0s\n",
+       "cairn.yaml:2: worker.poll_interval: must be longer than 0"},
       {"worker:\n  lease: 500ms\n", "cairn.yaml:2: worker.lease: must be at least 1s"},
       {"worker:\n  lease: soon\n", "cairn.yaml:2: worker.lease: invalid duration \"soon\""},
       {"worker:\n  listen: sometimes\n", "cairn.yaml:2: worker.listen: must be true or false"},
       {"worker:\n  queues: []\n", "cairn.yaml:2: worker.queues: must list at least one queue"},
       {"worker:\n  queues: default\n", "cairn.yaml:2: worker.queues: must be a list"},
-      {"worker:\n  queues:\n    - a\n    - a\n", "cairn.yaml:4: worker.queues[1]: duplicate queue \"a\""},
-      {"worker:\n  queues: [\"a b\"]\n", "cairn.yaml:2: worker.queues[0]: invalid queue name \"a b\""},
-      {"database:\n  pool_size: -1\n", "cairn.yaml:2: database.pool_size: must be an integer between 0"},
+      {"worker:\n  queues:\n    - a\n    - a\n",
+       "cairn.yaml:4: worker.queues[1]: duplicate queue \"a\""},
+      {"worker:\n  queues: [\"a b\"]\n",
+       "cairn.yaml:2: worker.queues[0]: invalid queue name \"a b\""},
+      {"database:\n  pool_size: -1\n",
+       "cairn.yaml:2: database.pool_size: must be an integer between 0"},
       {"log:\n  level: verbose\n",
        "cairn.yaml:2: log.level: must be one of trace | debug | info | warn | error, got "
        "\"verbose\""},
-      {"log:\n  format: xml\n", "cairn.yaml:2: log.format: must be one of text | json, got \"xml\""},
+      {"log:\n  format: xml\n",
+       "cairn.yaml:2: log.format: must be one of text | json, got \"xml\""},
       {"metrics:\n  listen: localhost\n", "cairn.yaml:2: metrics.listen: must be host:port"},
-      {"metrics:\n  listen: \"127.0.0.1:99999\"\n", "cairn.yaml:2: metrics.listen: must be host:port"},
+      {"metrics:\n  listen: \"127.0.0.1:99999\"\n",
+       "cairn.yaml:2: metrics.listen: must be host:port"},
       {"maintenance:\n  reaper_interval: 0\n",
        "cairn.yaml:2: maintenance.reaper_interval: must be longer than 0"},
-      {"plugins:\n  directories: [\"\"]\n", "cairn.yaml:2: plugins.directories[0]: must not be empty"},
+      {"plugins:\n  directories: [\"\"]\n",
+       "cairn.yaml:2: plugins.directories[0]: must not be empty"},
       {"worker: 5\n", "cairn.yaml:1: worker: must be a mapping"},
       {"- a\n", "cairn.yaml:1: must be a mapping"},
       {"database:\n  url: x\n  url_file: /x\n",
@@ -222,7 +229,8 @@ TEST(ConfigLoader, EveryValidationErrorNamesFileLineAndKey) {
 }
 
 TEST(ConfigLoader, AcceptsListenAddresses) {
-  for (const char* ok : {"127.0.0.1:9464", "0.0.0.0:1", ":9464", "[::1]:9464", "metrics.local:80"}) {
+  for (const char* ok :
+       {"127.0.0.1:9464", "0.0.0.0:1", ":9464", "[::1]:9464", "metrics.local:80"}) {
     EXPECT_EQ(LoadError(std::string("metrics:\n  listen: \"") + ok + "\"\n"), "") << ok;
   }
 }
@@ -263,7 +271,8 @@ TEST(ConfigSecrets, ReadsSystemdCredential) {
   const char* old = getenv("CREDENTIALS_DIRECTORY");
   const std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
   setenv("CREDENTIALS_DIRECTORY", (dir.path() / "creds").c_str(), 1);
-  const DaemonConfig c = LoadConfigFromString("database:\n  url_credential: database-url\n", "c.yaml");
+  const DaemonConfig c =
+      LoadConfigFromString("database:\n  url_credential: database-url\n", "c.yaml");
   EXPECT_EQ(c.database.url, "host=db user=cairn password=x");
   EXPECT_EQ(c.database.url_origin, "systemd credential database-url");
   EXPECT_EQ(LoadError("database:\n  url_credential: ../etc/passwd\n", "c.yaml")

@@ -65,10 +65,10 @@ class Children : public DaemonTest {
   }
 
   std::string StatusSummary() const {
-    return Sql(
-        "SELECT coalesce(string_agg(workflow || ':' || status || '=' || n, ', ' "
-        "ORDER BY workflow, status), 'no runs') FROM (SELECT workflow, status, count(*) AS n "
-        "FROM {s}.runs GROUP BY workflow, status) s") +
+    return Sql("SELECT coalesce(string_agg(workflow || ':' || status || '=' || n, ', ' "
+               "ORDER BY workflow, status), 'no runs') FROM (SELECT workflow, status, count(*) AS "
+               "n "
+               "FROM {s}.runs GROUP BY workflow, status) s") +
            "; waits: " +
            Sql("SELECT coalesce(string_agg(status || '=' || n, ', ' ORDER BY status), 'none') "
                "FROM (SELECT status, count(*) AS n FROM {s}.wait_records GROUP BY status) s");
@@ -91,7 +91,8 @@ TEST_F(Children, WaitForAllResumesOnceWithEverySummaryInStartOrder) {
   ASSERT_EQ(started.size(), kChildren);
   EXPECT_EQ(ChildRows(parent), std::set<std::string>(started.begin(), started.end()));
   EXPECT_EQ(Sql("SELECT string_agg(value->>'workflow', ',' ORDER BY position) FROM {s}.run_events "
-                "WHERE run_id = '" + parent + "' AND kind = 'child_started'"),
+                "WHERE run_id = '" +
+                parent + "' AND kind = 'child_started'"),
             "ch_work,ch_work,ch_work,ch_work,ch_work");
   // Each child got its own element of the parent's list.
   for (size_t i = 0; i < started.size(); ++i) {
@@ -101,21 +102,27 @@ TEST_F(Children, WaitForAllResumesOnceWithEverySummaryInStartOrder) {
   }
   // They did not finish in the order they started: the first started is
   // the last to finish.
-  EXPECT_TRUE(SqlBool("SELECT a.finished_at > b.finished_at FROM {s}.runs a, {s}.runs b "
-                      "WHERE a.id = '" + started[0] + "' AND b.id = '" + started[1] + "'"));
+  EXPECT_TRUE(
+      SqlBool("SELECT a.finished_at > b.finished_at FROM {s}.runs a, {s}.runs b "
+              "WHERE a.id = '" +
+              started[0] + "' AND b.id = '" + started[1] + "'"));
   // The parent resumed after the last child finished.
-  EXPECT_TRUE(SqlBool("SELECT max(c.finished_at) <= p.finished_at FROM {s}.runs c, {s}.runs p "
-                      "WHERE c.parent_run_id = p.id AND p.id = '" + parent + "' GROUP BY p.id, "
-                      "p.finished_at"));
+  EXPECT_TRUE(
+      SqlBool("SELECT max(c.finished_at) <= p.finished_at FROM {s}.runs c, {s}.runs p "
+              "WHERE c.parent_run_id = p.id AND p.id = '" +
+              parent +
+              "' GROUP BY p.id, "
+              "p.finished_at"));
 
   // The wait: one record for children 'all', keyed by the parent and the
   // version it waited at, resumed; the children report to it.
-  const std::string key = Sql("SELECT correlation_key FROM {s}.wait_records WHERE run_id = '" +
-                              parent + "'");
+  const std::string key =
+      Sql("SELECT correlation_key FROM {s}.wait_records WHERE run_id = '" + parent + "'");
   EXPECT_EQ(key.rfind("children:" + parent + ":", 0), 0u) << key;
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.wait_records WHERE run_id = '" + parent + "'"), 1);
   EXPECT_EQ(Sql("SELECT status || '/' || children || '/' || event || '/' || continuation_step "
-                "FROM {s}.wait_records WHERE run_id = '" + parent + "'"),
+                "FROM {s}.wait_records WHERE run_id = '" +
+                parent + "'"),
             "RESUMED/all/children/after");
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE parent_run_id = '" + parent +
                    "' AND parent_wait_key = '" + key + "'"),
@@ -132,8 +139,8 @@ TEST_F(Children, WaitForAllResumesOnceWithEverySummaryInStartOrder) {
             1);
 
   // The summaries, in start order, in the context and the output.
-  const Json summaries = JsonOf("SELECT output->'context'->'children' FROM {s}.runs WHERE id = '" +
-                                parent + "'");
+  const Json summaries =
+      JsonOf("SELECT output->'context'->'children' FROM {s}.runs WHERE id = '" + parent + "'");
   ASSERT_TRUE(summaries.is_array()) << summaries;
   ASSERT_EQ(summaries.size(), kChildren) << summaries;
   for (size_t i = 0; i < summaries.size(); ++i) {
@@ -165,15 +172,16 @@ TEST_F(Children, WaitForFirstResumesOnceWithTheFirstChildToFinish) {
   const std::string fast = started[1];
   EXPECT_EQ(ChildRows(parent), (std::set<std::string>{slow, fast}));
 
-  const Json summaries = JsonOf("SELECT output->'context'->'winner' FROM {s}.runs WHERE id = '" +
-                                parent + "'");
+  const Json summaries =
+      JsonOf("SELECT output->'context'->'winner' FROM {s}.runs WHERE id = '" + parent + "'");
   ASSERT_TRUE(summaries.is_array()) << summaries;
   ASSERT_EQ(summaries.size(), 1u) << summaries;
   EXPECT_EQ(summaries[0].value("id", ""), fast) << summaries;
   EXPECT_EQ(summaries[0].value("status", ""), "completed") << summaries;
   EXPECT_EQ(summaries[0]["output"], (Json{{"n", 2}, {"run_id", fast}})) << summaries;
   EXPECT_EQ(Sql("SELECT status || '/' || children || '/' || event FROM {s}.wait_records "
-                "WHERE run_id = '" + parent + "'"),
+                "WHERE run_id = '" +
+                parent + "'"),
             "RESUMED/first/winner");
   EXPECT_EQ(Sql("SELECT value->>'children' FROM {s}.run_events WHERE run_id = '" + parent +
                 "' AND kind = 'waiting'"),
@@ -181,8 +189,10 @@ TEST_F(Children, WaitForFirstResumesOnceWithTheFirstChildToFinish) {
 
   // The slow child still runs to its end, after the parent finished.
   ASSERT_TRUE(WaitForStatus(slow, "completed")) << StatusSummary() << daemon->Log();
-  EXPECT_TRUE(SqlBool("SELECT p.finished_at < c.finished_at FROM {s}.runs p, {s}.runs c "
-                      "WHERE p.id = '" + parent + "' AND c.id = '" + slow + "'"));
+  EXPECT_TRUE(
+      SqlBool("SELECT p.finished_at < c.finished_at FROM {s}.runs p, {s}.runs c "
+              "WHERE p.id = '" +
+              parent + "' AND c.id = '" + slow + "'"));
   EXPECT_EQ(RunColumn(slow, "output->>'n'"), "1");
   std::this_thread::sleep_for(400ms);  // a second resume would need a poll or two
 
@@ -213,8 +223,8 @@ TEST_F(Children, FailedChildrenAreReportedToTheParentWhichResumes) {
   EXPECT_EQ(RunColumn(started[1], "status"), "completed");
   EXPECT_EQ(RunColumn(started[2], "status"), "failed");
 
-  const Json summaries = JsonOf("SELECT output->'context'->'children' FROM {s}.runs WHERE id = '" +
-                                parent + "'");
+  const Json summaries =
+      JsonOf("SELECT output->'context'->'children' FROM {s}.runs WHERE id = '" + parent + "'");
   ASSERT_TRUE(summaries.is_array()) << summaries;
   ASSERT_EQ(summaries.size(), 3u) << summaries;
   // Matched by id, so that this test does not depend on the order.
@@ -262,9 +272,10 @@ TEST_F(Children, ManyParentsOnTwoDaemonsEachResumeExactlyOnce) {
   Sql("SELECT count({s}.start_run('ch_parent', '" + input.dump() +
       "'::jsonb)) FROM generate_series(1, " + std::to_string(kParents) + ")");
 
-  ASSERT_TRUE(WaitFor("SELECT count(*) FROM {s}.runs WHERE workflow = 'ch_parent' "
-                      "AND status = 'completed'",
-                      kParents, 30s))
+  ASSERT_TRUE(
+      WaitFor("SELECT count(*) FROM {s}.runs WHERE workflow = 'ch_parent' "
+              "AND status = 'completed'",
+              kParents, 30s))
       << StatusSummary();
   Stop(*a);
   Stop(*b);
@@ -294,14 +305,15 @@ TEST_F(Children, ManyParentsOnTwoDaemonsEachResumeExactlyOnce) {
   // WaitForAllResumesOnceWithEverySummaryInStartOrder.)
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs p WHERE p.workflow = 'ch_parent' "
                    "AND jsonb_array_length(p.output->'context'->'children') = " +
-                       std::to_string(kChildren) + " "
+                   std::to_string(kChildren) +
+                   " "
                    "AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(p.output->'context'->"
                    "'children') s JOIN {s}.runs c ON c.id = (s->>'id')::uuid "
                    "WHERE c.parent_run_id <> p.id OR s->>'status' <> 'completed' "
                    "OR s->'output' <> c.output) "
                    "AND (SELECT count(DISTINCT s->>'id') FROM jsonb_array_elements("
                    "p.output->'context'->'children') s) = " +
-                       std::to_string(kChildren)),
+                   std::to_string(kChildren)),
             kParents);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs p WHERE p.workflow = 'ch_parent' AND "
                    "(SELECT string_agg(s->'output'->>'n', ',' ORDER BY s->'output'->>'n') "
@@ -319,8 +331,7 @@ TEST_F(Children, ManyParentsOnTwoDaemonsEachResumeExactlyOnce) {
 TEST_F(Children, CancellingAParentCancelsItsUnfinishedChildrenRecursively) {
   auto daemon = StartDaemon(4);
   const Json park = {{"workflow", "ch_park"}, {"input", Json::object()}};
-  const Json mid = {{"workflow", "ch_parent"},
-                    {"input", ParentInput(Json::array({park}), "all")}};
+  const Json mid = {{"workflow", "ch_parent"}, {"input", ParentInput(Json::array({park}), "all")}};
   const std::string parent = StartRun("ch_parent", ParentInput({park, mid, park}, "all"));
   // parent, mid and three ch_park runs all wait.
   ASSERT_TRUE(WaitFor("SELECT count(*) FROM {s}.runs WHERE status = 'waiting'", 5, 15s))
@@ -349,7 +360,8 @@ TEST_F(Children, CancellingAParentCancelsItsUnfinishedChildrenRecursively) {
     EXPECT_EQ(RunEventCount(child, "cancelled"), 1) << child;
   }
   EXPECT_EQ(RunColumn(grandchildren[0], "status"), "cancelled");
-  EXPECT_EQ(RunColumn(grandchildren[0], "cancel_reason"), "parent run " + mid_id + " was cancelled");
+  EXPECT_EQ(RunColumn(grandchildren[0], "cancel_reason"),
+            "parent run " + mid_id + " was cancelled");
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE status = 'cancelled'"), 5);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE finished_at IS NULL"), 0);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.wait_records WHERE status = 'CANCELLED'"), 5);
@@ -416,9 +428,10 @@ TEST_F(Children, UnwaitedChildrenOutliveTheirParent) {
       << "the parent finished first; its children report to no wait";
 
   Sql("DELETE FROM {s}.runs WHERE id = '" + parent + "'");
-  ASSERT_TRUE(WaitFor("SELECT count(*) FROM {s}.runs WHERE workflow = 'ch_work' AND "
-                      "status = 'completed' AND parent_run_id IS NULL",
-                      2, 15s))
+  ASSERT_TRUE(
+      WaitFor("SELECT count(*) FROM {s}.runs WHERE workflow = 'ch_work' AND "
+              "status = 'completed' AND parent_run_id IS NULL",
+              2, 15s))
       << StatusSummary() << daemon->Log();
   Stop(*daemon);
 }
@@ -435,9 +448,10 @@ TEST_F(Children, ExpiredWaitForChildrenFailsTheParentAndLateChildrenChangeNothin
   EXPECT_EQ(RunEventCount(parent, "wait_expired"), 1);
   EXPECT_NE(RunColumn(parent, "error").find("timed out"), std::string::npos)
       << RunColumn(parent, "error");
-  ASSERT_TRUE(WaitFor("SELECT count(*) FROM {s}.runs WHERE workflow = 'ch_work' AND "
-                      "status = 'completed'",
-                      1, 15s))
+  ASSERT_TRUE(
+      WaitFor("SELECT count(*) FROM {s}.runs WHERE workflow = 'ch_work' AND "
+              "status = 'completed'",
+              1, 15s))
       << StatusSummary() << daemon->Log();
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(RunColumn(parent, "status"), "failed");
@@ -487,8 +501,8 @@ TEST_F(Children, SiblingsFinishedConcurrentlyAtRepeatableReadResumeTheParent) {
 
   ASSERT_TRUE(WaitForStatus(parent, "completed")) << StatusSummary() << daemon->Log();
   EXPECT_EQ(RunEventCount(parent, "resumed"), 1);
-  const Json summaries = JsonOf("SELECT context->'children' FROM {s}.runs WHERE id = '" +
-                                parent + "'");
+  const Json summaries =
+      JsonOf("SELECT context->'children' FROM {s}.runs WHERE id = '" + parent + "'");
   ASSERT_EQ(summaries.size(), 2u) << summaries.dump();
   EXPECT_EQ(summaries[0]["status"], "cancelled");
   EXPECT_EQ(summaries[1]["status"], "cancelled");

@@ -52,14 +52,18 @@ class Compensation : public DaemonTest {
 
   // The steps that committed a journal row for the run, in commit order.
   std::string Journal(const std::string& id) const {
-    return Sql("SELECT coalesce(string_agg(step, ' ' ORDER BY id), '') FROM {s}.journal "
-               "WHERE run_id = '" + id + "'");
+    return Sql(
+        "SELECT coalesce(string_agg(step, ' ' ORDER BY id), '') FROM {s}.journal "
+        "WHERE run_id = '" +
+        id + "'");
   }
 
   // The run's lifecycle events (no context events), in order.
   std::string Lifecycle(const std::string& id) const {
-    return Sql("SELECT string_agg(kind || coalesce('(' || step || ')', ''), ' ' ORDER BY position) "
-               "FROM {s}.run_events WHERE run_id = '" + id + "' AND kind <> 'context'");
+    return Sql(
+        "SELECT string_agg(kind || coalesce('(' || step || ')', ''), ' ' ORDER BY position) "
+        "FROM {s}.run_events WHERE run_id = '" +
+        id + "' AND kind <> 'context'");
   }
 
   bool WaitForEvent(const std::string& id, const std::string& kind,
@@ -88,7 +92,8 @@ TEST_F(Compensation, CancelDuringAStepInFlightUnwindsInReverseOrder) {
   EXPECT_EQ(Journal(id), "a b undo_b undo_a");
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.writes"), 0) << "c's row must roll back";
   EXPECT_EQ(Sql("SELECT string_agg(step || '>' || (value->>'for'), ' ' ORDER BY position) "
-                "FROM {s}.run_events WHERE run_id = '" + id + "' AND kind = 'compensated'"),
+                "FROM {s}.run_events WHERE run_id = '" +
+                id + "' AND kind = 'compensated'"),
             "undo_b>b undo_a>a");
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + id +
                    "' AND kind = 'step_committed' AND step = 'c'"),
@@ -173,9 +178,10 @@ TEST_F(Compensation, KillNineDuringACompensationCompletesAfterRecovery) {
   // tx_insert_slow has written its row and sleeps before its commit.
   ASSERT_TRUE(PollUntil(
       [&] {
-        return SqlInt("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
-                      "WHERE c.relname = 'writes' AND c.relnamespace = '" + schema() +
-                      "'::regnamespace AND l.mode = 'RowExclusiveLock'") > 0;
+        return SqlInt(
+                   "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                   "WHERE c.relname = 'writes' AND c.relnamespace = '" +
+                   schema() + "'::regnamespace AND l.mode = 'RowExclusiveLock'") > 0;
       },
       10s))
       << Lifecycle(id);
@@ -189,7 +195,8 @@ TEST_F(Compensation, KillNineDuringACompensationCompletesAfterRecovery) {
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.writes"), 1) << "committed exactly once";
   EXPECT_EQ(Journal(id), "a b undo_a");
   EXPECT_EQ(Sql("SELECT string_agg(step, ' ' ORDER BY position) FROM {s}.run_events "
-                "WHERE run_id = '" + id + "' AND kind = 'compensated'"),
+                "WHERE run_id = '" +
+                id + "' AND kind = 'compensated'"),
             "tx_insert_slow undo_a");
   EXPECT_EQ(RunEventCount(id, "lease_expired"), 1);
   EXPECT_EQ(RunEventCount(id, "compensations_done"), 1);
@@ -209,7 +216,8 @@ TEST_F(Compensation, ExpiredWaitAndCancelledWaitBothUnwind) {
 
   ASSERT_TRUE(WaitForStatus(cancelled, "waiting")) << daemon->Log();
   EXPECT_EQ(Sql("SELECT outcome || '/' || run_status || '/' || waits_cancelled FROM "
-                "{s}.cancel_run('" + cancelled + "', 'test')"),
+                "{s}.cancel_run('" +
+                cancelled + "', 'test')"),
             "cancelled/compensating/1");
   const std::string second = Sql("SELECT outcome FROM {s}.cancel_run('" + cancelled + "')");
   EXPECT_TRUE(second == "compensating" || second == "already_finished") << second;

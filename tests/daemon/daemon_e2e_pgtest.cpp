@@ -169,26 +169,26 @@ TEST_F(DaemonE2E, ZombieWhoseRunWasTakenOverCannotCommit) {
   auto daemon = Daemon(options);
   ASSERT_TRUE(daemon->StartAndWaitReady()) << daemon->Log();
 
-  const Json input = {
-      {"sql", "WITH ins AS (INSERT INTO " + Table("zombie_rows") +
-                  " (marker, attempt) VALUES ($1, 1) RETURNING 1) "
-                  "SELECT pg_sleep($2::float8) AS slept FROM ins"},
-      {"params", Json::array({"zombie", 1.5})}};
+  const Json input = {{"sql", "WITH ins AS (INSERT INTO " + Table("zombie_rows") +
+                                  " (marker, attempt) VALUES ($1, 1) RETURNING 1) "
+                                  "SELECT pg_sleep($2::float8) AS slept FROM ins"},
+                      {"params", Json::array({"zombie", 1.5})}};
   const std::string id = StartRun("e2e_zombie", input);
 
   // The step's statement is sleeping inside its transaction, its insert done.
   ASSERT_TRUE(PollUntil(
       [&] {
-        return SqlInt("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
-                      "AND query LIKE '%pg_sleep%' AND application_name LIKE 'cairn slot%'") == 1;
+        return SqlInt(
+                   "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                   "AND query LIKE '%pg_sleep%' AND application_name LIKE 'cairn slot%'") == 1;
       },
       10s, 10ms))
       << daemon->Log();
   // Another worker takes the run over: what a reaper or a claim would do.
   const int64_t taken_version = SqlInt(
       "UPDATE {s}.runs SET version = version + 1, lease_owner = 'other-worker', "
-      "lease_expires_at = now() + interval '1 hour' WHERE id = '" + id +
-      "' AND status = 'running' RETURNING version");
+      "lease_expires_at = now() + interval '1 hour' WHERE id = '" +
+      id + "' AND status = 'running' RETURNING version");
 
   ASSERT_TRUE(daemon->WaitForLog("lost the run", 10s)) << daemon->Log();
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.zombie_rows"), 0);
@@ -218,16 +218,16 @@ TEST_F(DaemonE2E, RetriesBackOffThenFailTheRunWithTheLastError) {
   const std::string id = StartRun("e2e_retry");
   ASSERT_TRUE(WaitForStatusCount("failed", 1, 20s)) << StatusSummary();
 
-  auto show = RunCommand(CairnBinary(), {"show", id, "--json", "--database-url", url(),
-                                         "--schema", schema()});
+  auto show = RunCommand(CairnBinary(),
+                         {"show", id, "--json", "--database-url", url(), "--schema", schema()});
   ASSERT_EQ(show.exit_code, 0) << show.err;
   Json run = Json::parse(show.out);
   EXPECT_EQ(run["status"], "failed");
   EXPECT_EQ(run["error"], "fail_always failed on attempt 3");
   EXPECT_EQ(run["cursor"], "boom");
 
-  auto history = RunCommand(CairnBinary(), {"history", id, "--json", "--database-url", url(),
-                                            "--schema", schema()});
+  auto history = RunCommand(
+      CairnBinary(), {"history", id, "--json", "--database-url", url(), "--schema", schema()});
   ASSERT_EQ(history.exit_code, 0) << history.err;
   std::vector<std::pair<std::string, int>> lifecycle;
   Json failed_value;
@@ -244,12 +244,14 @@ TEST_F(DaemonE2E, RetriesBackOffThenFailTheRunWithTheLastError) {
   EXPECT_EQ(failed_value["code"], "boom");
 
   // Spaced by at least the backoff, in database time: 100 ms, then 200 ms.
-  const std::string gaps = Sql(
-      "SELECT string_agg(gap::text, ',' ORDER BY position) FROM ("
-      "  SELECT position, round(extract(epoch FROM created_at - lag(created_at) "
-      "    OVER (ORDER BY position)) * 1000) AS gap"
-      "  FROM {s}.run_events WHERE run_id = '" + id + "' AND kind IN ('retried', 'failed')) g "
-      "WHERE gap IS NOT NULL");
+  const std::string gaps =
+      Sql("SELECT string_agg(gap::text, ',' ORDER BY position) FROM ("
+          "  SELECT position, round(extract(epoch FROM created_at - lag(created_at) "
+          "    OVER (ORDER BY position)) * 1000) AS gap"
+          "  FROM {s}.run_events WHERE run_id = '" +
+          id +
+          "' AND kind IN ('retried', 'failed')) g "
+          "WHERE gap IS NOT NULL");
   auto comma = gaps.find(',');
   ASSERT_NE(comma, std::string::npos) << gaps;
   EXPECT_GE(std::stod(gaps.substr(0, comma)), 100) << gaps;
@@ -272,9 +274,10 @@ TEST_F(DaemonE2E, SigtermLetsStepsInFlightFinishAndReleasesEverything) {
   // Four slots each hold a run's stack lock: their steps are running.
   ASSERT_TRUE(PollUntil(
       [&] {
-        return SqlInt("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
-                      "WHERE l.locktype = 'advisory' AND l.granted "
-                      "AND a.application_name LIKE 'cairn slot%'") == 4;
+        return SqlInt(
+                   "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+                   "WHERE l.locktype = 'advisory' AND l.granted "
+                   "AND a.application_name LIKE 'cairn slot%'") == 4;
       },
       10s, 10ms))
       << StatusSummary() << daemon->Log();
@@ -325,7 +328,8 @@ TEST_F(DaemonE2E, TransactionalWritesCommitExactlyOnceWithTheCheckpoint) {
   // Both attempts of the failing step inserted, and both rolled back.
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.tx_rows WHERE run_id = '" + rolled_back + "'"), 0);
   EXPECT_EQ(Sql("SELECT string_agg(kind || ':' || attempt, ',' ORDER BY position) "
-                "FROM {s}.run_events WHERE run_id = '" + rolled_back + "'"),
+                "FROM {s}.run_events WHERE run_id = '" +
+                rolled_back + "'"),
             "retried:1,failed:2");
   EXPECT_EQ(RunColumn(rolled_back, "error"), "tx_insert failed after its insert");
 
@@ -339,18 +343,19 @@ TEST_F(DaemonE2E, TransactionControlFromAPluginFailsTheStep) {
   auto daemon = Daemon(Options(2));
   ASSERT_TRUE(daemon->StartAndWaitReady()) << daemon->Log();
   const std::string commit = StartRun("e2e_tx_sql", {{"sql", "COMMIT"}});
-  const std::string begin = StartRun("e2e_tx_sql", {{"sql", "  begin isolation level serializable"}});
+  const std::string begin =
+      StartRun("e2e_tx_sql", {{"sql", "  begin isolation level serializable"}});
   const std::string fine = StartRun("e2e_tx_sql", {{"sql", "SELECT 1 AS one"}});
-  ASSERT_TRUE(PollUntil([&] { return CountRuns("failed") == 2 && CountRuns("completed") == 1; },
-                        20s))
+  ASSERT_TRUE(
+      PollUntil([&] { return CountRuns("failed") == 2 && CountRuns("completed") == 1; }, 20s))
       << StatusSummary();
 
   for (const auto& [id, statement] : {std::pair{commit, "commit"}, std::pair{begin, "begin"}}) {
     SCOPED_TRACE(statement);
     EXPECT_EQ(RunColumn(id, "status"), "failed");
-    const std::string error = Sql(
-        "SELECT lower(value->>'error') FROM {s}.run_events WHERE run_id = '" + id +
-        "' AND kind = 'failed'");
+    const std::string error =
+        Sql("SELECT lower(value->>'error') FROM {s}.run_events WHERE run_id = '" + id +
+            "' AND kind = 'failed'");
     EXPECT_NE(error.find("transaction control"), std::string::npos) << error;
     EXPECT_NE(error.find(statement), std::string::npos) << error;
     EXPECT_NE(RunColumn(id, "error").find("transaction control"), std::string::npos);
@@ -374,9 +379,9 @@ TEST_F(DaemonE2E, RunWhoseStackLockIsHeldWaitsForItsRelease) {
   // Start the run and take its stack lock in one statement: no worker can
   // see the run before the lock is held.
   const std::string key_sql = "hashtextextended('" + schema() + ":stack:' || id::text, 0)";
-  const std::string id = holder.Value(
-      "SELECT id, pg_advisory_lock(" + key_sql + ") FROM (SELECT \"" + schema() +
-      "\".start_run('e2e_one') AS id OFFSET 0) r");
+  const std::string id =
+      holder.Value("SELECT id, pg_advisory_lock(" + key_sql + ") FROM (SELECT \"" + schema() +
+                   "\".start_run('e2e_one') AS id OFFSET 0) r");
   ASSERT_FALSE(id.empty());
 
   // The daemon claims it, finds the stack busy and hands it back, more than once.

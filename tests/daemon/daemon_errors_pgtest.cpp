@@ -34,8 +34,9 @@ class DaemonErrors : public StoreTest {
   }
 
   std::string RunsSnapshot() const {
-    return Sql("SELECT string_agg(id || ':' || status || ':' || version || ':' || updated_at, ',' "
-               "ORDER BY id) FROM {s}.runs");
+    return Sql(
+        "SELECT string_agg(id || ':' || status || ':' || version || ':' || updated_at, ',' "
+        "ORDER BY id) FROM {s}.runs");
   }
 
   // Starts a daemon that must refuse to start: non-zero exit, `message` in
@@ -71,7 +72,8 @@ class DaemonErrors : public StoreTest {
   // A definition the SQL API can start runs of, without a daemon.
   void RegisterWorkflow(const std::string& name) {
     Sql("INSERT INTO {s}.workflow_definitions (hash, workflow, version, first_step, definition) "
-        "VALUES ('hash-" + name + "', '" + name + "', 1, 's1', '{}')");
+        "VALUES ('hash-" +
+        name + "', '" + name + "', 1, 's1', '{}')");
   }
 
   std::string existing_;

@@ -46,8 +46,11 @@ class ExampleOrder : public DaemonTest {
   }
 
   std::string Order(const std::string& order_id, Json extra = Json::object()) {
-    Json input = {{"order_id", order_id}, {"sku", "mug"}, {"quantity", 2},
-                  {"amount_cents", 1800}, {"schema", schema()}};
+    Json input = {{"order_id", order_id},
+                  {"sku", "mug"},
+                  {"quantity", 2},
+                  {"amount_cents", 1800},
+                  {"schema", schema()}};
     input.update(extra);
     return StartRun("order", input);
   }
@@ -59,13 +62,17 @@ class ExampleOrder : public DaemonTest {
   // "<stock status>/<payment status>" of an order; "-" where there is no row.
   std::string Shop(const std::string& order_id) const {
     return Sql("SELECT coalesce((SELECT status FROM {s}.reservations WHERE order_id = '" +
-               order_id + "'), '-') || '/' || coalesce((SELECT status FROM {s}.orders "
-               "WHERE order_id = '" + order_id + "'), '-')");
+               order_id +
+               "'), '-') || '/' || coalesce((SELECT status FROM {s}.orders "
+               "WHERE order_id = '" +
+               order_id + "'), '-')");
   }
 
   std::string Compensated(const std::string& id) const {
-    return Sql("SELECT coalesce(string_agg(step, ' ' ORDER BY position), '') FROM "
-               "{s}.run_events WHERE run_id = '" + id + "' AND kind = 'compensated'");
+    return Sql(
+        "SELECT coalesce(string_agg(step, ' ' ORDER BY position), '') FROM "
+        "{s}.run_events WHERE run_id = '" +
+        id + "' AND kind = 'compensated'");
   }
 
   std::string Log() const { return daemon_ ? daemon_->Log() : ""; }

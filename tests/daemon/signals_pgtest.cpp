@@ -51,9 +51,8 @@ class Signals : public DaemonTest {
   }
 
   std::string StatusSummary() const {
-    return Sql(
-        "SELECT coalesce(string_agg(status || '=' || n, ', ' ORDER BY status), 'no runs') "
-        "FROM (SELECT status, count(*) AS n FROM {s}.runs GROUP BY status) s") +
+    return Sql("SELECT coalesce(string_agg(status || '=' || n, ', ' ORDER BY status), 'no runs') "
+               "FROM (SELECT status, count(*) AS n FROM {s}.runs GROUP BY status) s") +
            "; waits: " +
            Sql("SELECT coalesce(string_agg(status || '=' || n, ', ' ORDER BY status), 'none') "
                "FROM (SELECT status, count(*) AS n FROM {s}.wait_records GROUP BY status) s");
@@ -89,10 +88,10 @@ TEST_F(Signals, ConcurrentDuplicateSignalsResumeEveryRunExactlyOnce) {
   std::vector<std::string> keys;
   {
     Session admin(url());
-    const std::string all = admin.Value(
-        "SELECT string_agg(correlation_key, ',' ORDER BY correlation_key) FROM \"" + schema() +
-            "\".wait_records",
-        {});
+    const std::string all =
+        admin.Value("SELECT string_agg(correlation_key, ',' ORDER BY correlation_key) FROM \"" +
+                        schema() + "\".wait_records",
+                    {});
     size_t start = 0;
     while (start < all.size()) {
       size_t comma = all.find(',', start);
@@ -176,11 +175,13 @@ TEST_F(Signals, ConcurrentDuplicateSignalsResumeEveryRunExactlyOnce) {
 // continues as soon as it waits. A second early signal is a duplicate.
 TEST_F(Signals, EarlySignalWaitsInTheInboxAndResumesTheRunWhenItWaits) {
   const std::string key = "early-order-42";
-  const auto first = conn().Transact(
-      [&](store::Tx& tx) { return store::Signal(tx, key, Json{{"paid", 1}}); });
+  const auto first = conn().Transact([&](store::Tx& tx) {
+    return store::Signal(tx, key, Json{{"paid", 1}});
+  });
   EXPECT_EQ(first, store::SignalOutcome::kStored);
-  const auto second = conn().Transact(
-      [&](store::Tx& tx) { return store::Signal(tx, key, Json{{"paid", 2}}); });
+  const auto second = conn().Transact([&](store::Tx& tx) {
+    return store::Signal(tx, key, Json{{"paid", 2}});
+  });
   EXPECT_EQ(second, store::SignalOutcome::kAlreadyDelivered);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.signal_inbox"), 1);
   EXPECT_EQ(Sql("SELECT payload->>'paid' FROM {s}.signal_inbox"), "1");
@@ -214,10 +215,11 @@ TEST_F(Signals, ExpiredWaitsTakeTheTimeoutPathOnceAndLateSignalsChangeNothing) {
   StartRuns("sig_timeout_next", kEach, {{"timeout_ms", 300}});
   StartRuns("sig_timeout_fail", kEach, {{"timeout_ms", 300}});
 
-  ASSERT_TRUE(WaitFor("SELECT count(*) FROM {s}.runs WHERE (workflow = 'sig_timeout_next' AND "
-                      "status = 'completed') OR (workflow = 'sig_timeout_fail' AND "
-                      "status = 'failed')",
-                      2 * kEach, 30s))
+  ASSERT_TRUE(
+      WaitFor("SELECT count(*) FROM {s}.runs WHERE (workflow = 'sig_timeout_next' AND "
+              "status = 'completed') OR (workflow = 'sig_timeout_fail' AND "
+              "status = 'failed')",
+              2 * kEach, 30s))
       << StatusSummary();
   // Give a second expiry pass (either daemon) the chance to double up.
   std::this_thread::sleep_for(600ms);
@@ -247,8 +249,8 @@ TEST_F(Signals, ExpiredWaitsTakeTheTimeoutPathOnceAndLateSignalsChangeNothing) {
 
   // Late signals: every one 'expired', and nothing moves.
   const std::string before = Fingerprint();
-  const std::string keys = Sql(
-      "SELECT string_agg(correlation_key, ',' ORDER BY correlation_key) FROM {s}.wait_records");
+  const std::string keys =
+      Sql("SELECT string_agg(correlation_key, ',' ORDER BY correlation_key) FROM {s}.wait_records");
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.wait_records w "
                    "WHERE {s}.signal(w.correlation_key, '{\"late\": true}'::jsonb) = 'expired'"),
             2 * kEach);
@@ -324,9 +326,9 @@ TEST_F(Signals, CancelOfAWaitingRunCancelsItsWaitAndLaterSignalsAreRefused) {
   ASSERT_EQ(Sql("SELECT status FROM {s}.wait_records WHERE correlation_key = '" + key + "'"),
             "WAITING");
 
-  EXPECT_EQ(Sql("SELECT outcome || '/' || waits_cancelled FROM {s}.cancel_run('" + id +
-                "', 'test')"),
-            "cancelled/1");
+  EXPECT_EQ(
+      Sql("SELECT outcome || '/' || waits_cancelled FROM {s}.cancel_run('" + id + "', 'test')"),
+      "cancelled/1");
   EXPECT_EQ(RunColumn(id, "status"), "cancelled");
   EXPECT_EQ(Sql("SELECT status FROM {s}.wait_records WHERE correlation_key = '" + key + "'"),
             "CANCELLED");

@@ -124,8 +124,8 @@ TEST(DefinitionLoader, AppliesDefaults) {
 }
 
 TEST(DefinitionLoader, LoadsSeveralWorkflowsFromOneFile) {
-  const std::string text = std::string(kOrder) +
-                           "  - name: order\n    version: 2\n    steps:\n      - name: x\n";
+  const std::string text =
+      std::string(kOrder) + "  - name: order\n    version: 2\n    steps:\n      - name: x\n";
   const auto defs = LoadDefinitionsFromString(text, "wf.yaml");
   ASSERT_EQ(defs.size(), 2u);
   EXPECT_EQ(defs[1].version, 2);
@@ -235,7 +235,8 @@ TEST(DefinitionLoader, ReportsMalformedYamlWithFileAndLine) {
 
   EXPECT_EQ(LoadError("workflows:\n  - name: w\n   version: 1\n", "i.yaml"),
             "i.yaml:3: malformed YAML: end of sequence not found");
-  EXPECT_EQ(LoadError("workflows: a: b\n", "m.yaml"), "m.yaml:1: malformed YAML: illegal map value");
+  EXPECT_EQ(LoadError("workflows: a: b\n", "m.yaml"),
+            "m.yaml:1: malformed YAML: illegal map value");
 }
 
 TEST(DefinitionLoader, RefusesSeveralDocuments) {
@@ -255,12 +256,13 @@ TEST(DefinitionLoader, RefusesDeepFlowNestingWithoutOverflowingTheStack) {
 
 TEST(DefinitionLoader, RefusesDeepBlockNesting) {
   std::string deep = "workflows:\n";
-  for (int i = 0; i < 100; ++i) deep += std::string(2 * (i + 1), ' ') + "k" + std::to_string(i) + ":\n";
+  for (int i = 0; i < 100; ++i)
+    deep += std::string(2 * (i + 1), ' ') + "k" + std::to_string(i) + ":\n";
   const std::string message = LoadError(deep, "deep.yaml");
   EXPECT_EQ(message.rfind("deep.yaml:", 0), 0u) << message;
   EXPECT_NE(message.find("deeper than 64 levels"), std::string::npos) << message;
 
-  std::string dashes = "workflows:\n  " ;
+  std::string dashes = "workflows:\n  ";
   for (int i = 0; i < 100; ++i) dashes += "- ";
   dashes += "x\n";
   EXPECT_EQ(LoadError(dashes, "dash.yaml"),
@@ -290,8 +292,7 @@ TEST(YamlLimits, CountsNestedCollectionsNotScalarText) {
   // would hide the structure after it.
   EXPECT_THROW(yaml::Parse("a: it'\nb: [[[[[1]]]]]\n", "t.yaml", limits), ConfigError);
   // Block scalar content of a map inside a sequence entry ends at the key's column.
-  EXPECT_THROW(yaml::Parse("- a: |\n    text\n  b: [[[[[1]]]]]\n", "t.yaml", limits),
-               ConfigError);
+  EXPECT_THROW(yaml::Parse("- a: |\n    text\n  b: [[[[[1]]]]]\n", "t.yaml", limits), ConfigError);
 }
 
 TEST(YamlLimits, RefusesAliasesThatExpandPastTheNodeLimit) {
@@ -308,8 +309,7 @@ TEST(YamlLimits, RefusesAliasesThatExpandPastTheNodeLimit) {
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.source(), "laughs.yaml");
-    EXPECT_NE(std::string(e.what()).find("more than 1000000 nodes"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("more than 1000000 nodes"), std::string::npos) << e.what();
   }
 }
 
@@ -555,10 +555,11 @@ TEST(DefinitionLoader, LoadsTheShippedExamples) {
   ASSERT_NE(order, nullptr);
   std::vector<std::string> runs;
   for (const auto& s : order->steps) runs.push_back(s.run);
-  EXPECT_EQ(runs, (std::vector<std::string>{"reserve_stock", "await_payment", "charge_payment",
-                                            "ship"}));
+  EXPECT_EQ(runs,
+            (std::vector<std::string>{"reserve_stock", "await_payment", "charge_payment", "ship"}));
   EXPECT_TRUE(order->FindStep("charge_payment")->transactional);
-  EXPECT_EQ(order->FindStep("reserve_stock")->compensate, std::optional<std::string>("release_stock"));
+  EXPECT_EQ(order->FindStep("reserve_stock")->compensate,
+            std::optional<std::string>("release_stock"));
   EXPECT_EQ(order->FindStep("charge_payment")->compensate,
             std::optional<std::string>("refund_payment"));
   const WorkflowDefinition* bench = set.Find("noop3");
@@ -588,8 +589,9 @@ TEST(FinalizeDefinition, ValidatesDefinitionsBuiltInCode) {
     FinalizeDefinition(d);
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(),
-                 "plugin example: workflow coded: steps[0].retry.multiplier: must be a number >= 1");
+    EXPECT_STREQ(
+        e.what(),
+        "plugin example: workflow coded: steps[0].retry.multiplier: must be a number >= 1");
   }
 }
 

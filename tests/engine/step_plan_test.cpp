@@ -487,8 +487,8 @@ WorkflowDefinition CompensatedWorkflow() {
 TEST(PlanStep, StepWithACompensationPushesItOnTheStackWhenItCommits) {
   const WorkflowDefinition workflow = CompensatedWorkflow();
   cairn::Run run = MakeRun();
-  StepPlan plan = PlanStep(run, workflow, workflow.steps[0], Outcome(OutcomeKind::kNext), 0.5,
-                           kLease);
+  StepPlan plan =
+      PlanStep(run, workflow, workflow.steps[0], Outcome(OutcomeKind::kNext), 0.5, kLease);
   EXPECT_EQ(plan.checkpoint.compensations, Json::array({"reserve"}));
   EXPECT_FALSE(plan.checkpoint.final_status.has_value());
 

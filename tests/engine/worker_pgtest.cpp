@@ -528,9 +528,8 @@ TEST_F(WorkerTest, RetentionDeletesOldFinishedRunsAndKeepsTheRest) {
   // The first retention pass comes one reaper interval after a worker starts.
   ASSERT_TRUE(first.Stop());
   StartWorker(options);
-  ASSERT_TRUE(Eventually([&] {
-    return SqlInt("SELECT count(*) FROM {s}.runs WHERE id = '" + old_run + "'") == 0;
-  }));
+  ASSERT_TRUE(Eventually(
+      [&] { return SqlInt("SELECT count(*) FROM {s}.runs WHERE id = '" + old_run + "'") == 0; }));
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + old_run + "'"), 0);
   EXPECT_EQ(Status(recent_run), "completed");
   EXPECT_GT(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + recent_run + "'"), 0);

@@ -136,8 +136,8 @@ class Migrations : public PgTest {
                     std::to_string(m.version)),
                 m.checksum);
     }
-    for (const char* table : {"runs", "run_events", "wait_records", "schedules",
-                              "idempotency_keys", "workers", "workflow_definitions"}) {
+    for (const char* table : {"runs", "run_events", "wait_records", "schedules", "idempotency_keys",
+                              "workers", "workflow_definitions"}) {
       EXPECT_EQ(Sql(std::string("SELECT to_regclass('{s}.") + table + "') IS NOT NULL"), "t")
           << table;
     }
@@ -231,8 +231,7 @@ TEST_F(Migrations, MixedCaseSchemaMigratesOnceAndIsSeenAsMigrated) {
     RunPsql("DROP SCHEMA IF EXISTS \"" + mixed + "\" CASCADE");
     throw;
   }
-  const std::string recorded =
-      RunPsql("SELECT count(*) FROM \"" + mixed + "\".schema_migrations");
+  const std::string recorded = RunPsql("SELECT count(*) FROM \"" + mixed + "\".schema_migrations");
   RunPsql("DROP SCHEMA IF EXISTS \"" + mixed + "\" CASCADE");
   EXPECT_EQ(first.applied_now.size(), first.migrations.size());
   EXPECT_TRUE(second.applied_now.empty());
@@ -341,8 +340,7 @@ TEST_F(Migrations, MigrateCommandRefusesABadSchemaName) {
 }
 
 TEST_F(Migrations, MigrateCommandDryRunCreatesNothing) {
-  CairnProcess process(
-      {"migrate", "--database-url", url(), "--schema", schema(), "--dry-run"});
+  CairnProcess process({"migrate", "--database-url", url(), "--schema", schema(), "--dry-run"});
   ProcessResult result = process.Wait();
   EXPECT_EQ(result.exit_code, 0) << result.output;
   EXPECT_THAT(result.output, HasSubstr("would apply"));

@@ -28,8 +28,10 @@ const std::vector<GuardCase>& Cases() {
       {"START TRANSACTION", true, "transaction control (start)"},
       {"end", true, "transaction control (end)"},
       {"abort", true, "transaction control (abort)"},
-      {"SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", true, "transaction control (set transaction)"},
-      {"SET LOCAL transaction_read_only = on", true, "transaction control (set transaction_read_only)"},
+      {"SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", true,
+       "transaction control (set transaction)"},
+      {"SET LOCAL transaction_read_only = on", true,
+       "transaction control (set transaction_read_only)"},
       // Session state outlives the step, or cannot run in a transaction.
       {"PREPARE TRANSACTION 'x'", true, "'prepare' is refused"},
       {"prepare q AS SELECT 1", true, "'prepare' is refused"},

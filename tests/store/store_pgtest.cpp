@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
-#include <thread>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "errors.hpp"
@@ -201,8 +201,8 @@ TEST_F(StoreCheckpoint, UnknownRunThrowsNotFound) {
 
 TEST_F(StoreCheckpoint, CancelledRunStaysCancelledWhateverTheCheckpointAsks) {
   cairn::Run run = CreateRunningRun();
-  auto cancel = conn().Transact(
-      [&](store::Tx& tx) { return store::CancelRun(tx, run.id, "operator"); });
+  auto cancel =
+      conn().Transact([&](store::Tx& tx) { return store::CancelRun(tx, run.id, "operator"); });
   const std::string finished_at = RunColumn(run.id, "finished_at");
   ASSERT_FALSE(finished_at.empty());
 
@@ -231,9 +231,10 @@ TEST_F(StoreCheckpoint, ReadyWithDelayIsDueLaterByDatabaseTime) {
   auto c = Next(run.id, run.version, RunStatus::kReady);
   c.delay_ms = 3600 * 1000;
   EXPECT_EQ(Save(c).status, RunStatus::kReady);
-  EXPECT_TRUE(SqlBool("SELECT run_at > now() + interval '59 minutes'"
-                      " AND run_at < now() + interval '61 minutes' FROM {s}.runs WHERE id = '" +
-                      run.id + "'"));
+  EXPECT_TRUE(
+      SqlBool("SELECT run_at > now() + interval '59 minutes'"
+              " AND run_at < now() + interval '61 minutes' FROM {s}.runs WHERE id = '" +
+              run.id + "'"));
   // Not leased while it waits to be due.
   EXPECT_EQ(RunColumn(run.id, "lease_owner IS NULL AND lease_expires_at IS NULL"), "t");
 
@@ -273,9 +274,11 @@ TEST_F(StoreCheckpoint, RunningSetsTheLeaseFromDatabaseTime) {
   c.lease_ms = 30000;
   Save(c);
   EXPECT_EQ(RunColumn(run.id, "lease_owner"), "worker-7");
-  EXPECT_TRUE(SqlBool("SELECT lease_expires_at > now() + interval '25 seconds'"
-                      " AND lease_expires_at <= now() + interval '30 seconds'"
-                      " FROM {s}.runs WHERE id = '" + run.id + "'"));
+  EXPECT_TRUE(
+      SqlBool("SELECT lease_expires_at > now() + interval '25 seconds'"
+              " AND lease_expires_at <= now() + interval '30 seconds'"
+              " FROM {s}.runs WHERE id = '" +
+              run.id + "'"));
 
   // Without an owner the current one keeps the lease, extended.
   auto renew = Next(run.id, 2, RunStatus::kRunning);
@@ -283,8 +286,10 @@ TEST_F(StoreCheckpoint, RunningSetsTheLeaseFromDatabaseTime) {
   renew.lease_ms = 120000;
   Save(renew);
   EXPECT_EQ(RunColumn(run.id, "lease_owner"), "worker-7");
-  EXPECT_TRUE(SqlBool("SELECT lease_expires_at > now() + interval '110 seconds'"
-                      " FROM {s}.runs WHERE id = '" + run.id + "'"));
+  EXPECT_TRUE(
+      SqlBool("SELECT lease_expires_at > now() + interval '110 seconds'"
+              " FROM {s}.runs WHERE id = '" +
+              run.id + "'"));
 }
 
 // ---------------------------------------------------------------- cancel
@@ -391,9 +396,8 @@ TEST_F(StoreCancel, CheckpointWithTheVersionReadBeforeTheCancelIsFenced) {
   late.expected_version = run.version;  // what the worker read before the cancel
   late.status = RunStatus::kCompleted;
   late.output = Json{{"late", true}};
-  auto error = Catch<OccConflictError>([&] {
-    conn().Transact([&](store::Tx& tx) { store::SaveCheckpoint(tx, late); });
-  });
+  auto error = Catch<OccConflictError>(
+      [&] { conn().Transact([&](store::Tx& tx) { store::SaveCheckpoint(tx, late); }); });
   EXPECT_EQ(error.expected(), run.version);
   EXPECT_EQ(error.current(), run.version + 1);
   EXPECT_EQ(RunColumn(run.id, "status"), "cancelled");
@@ -456,8 +460,9 @@ TEST_F(StoreListRuns, FiltersByCreatedRange) {
         " 00:00:00+00' WHERE id = '" + run.id + "'");
     ids.push_back(run.id);
   }
-  EXPECT_EQ(Ids({.created_after = "2024-03-02 00:00:00+00", .created_before = "2024-03-04 00:00:00+00"}),
-            Sorted({ids[1], ids[2]}));
+  EXPECT_EQ(
+      Ids({.created_after = "2024-03-02 00:00:00+00", .created_before = "2024-03-04 00:00:00+00"}),
+      Sorted({ids[1], ids[2]}));
   EXPECT_EQ(Ids({.created_after = "2024-03-03 00:00:00+00"}), Sorted({ids[2], ids[3]}));
   EXPECT_EQ(Ids({.created_before = "2024-03-02 00:00:00+00"}), Sorted({ids[0]}));
 }
@@ -468,7 +473,8 @@ TEST_F(StoreListRuns, KeysetPaginationHasNoDuplicatesAndNoGaps) {
   });
   // Spread created_at over a few instants so that many rows tie on it and
   // the id has to break the ties across page boundaries.
-  Sql("UPDATE {s}.runs SET created_at = created_at - (abs(hashtext(id::text)) % 4) * interval '1 second'");
+  Sql("UPDATE {s}.runs SET created_at = created_at - (abs(hashtext(id::text)) % 4) * interval '1 "
+      "second'");
   CreateRun("other");
 
   std::vector<size_t> sizes;
@@ -490,8 +496,9 @@ TEST_F(StoreListRuns, KeysetPaginationHasNoDuplicatesAndNoGaps) {
   std::set<std::string> unique(seen.begin(), seen.end());
   EXPECT_EQ(unique.size(), 450u);
   // The pages, concatenated, are exactly the database's order.
-  std::string expected = Sql("SELECT string_agg(id::text, ',' ORDER BY created_at, id)"
-                             " FROM {s}.runs WHERE workflow = 'bulk'");
+  std::string expected =
+      Sql("SELECT string_agg(id::text, ',' ORDER BY created_at, id)"
+          " FROM {s}.runs WHERE workflow = 'bulk'");
   std::string got;
   for (const auto& id : seen) got += (got.empty() ? "" : ",") + id;
   EXPECT_EQ(got, expected);
@@ -502,8 +509,8 @@ TEST_F(StoreListRuns, AFullLastPageHasNoCursor) {
   auto first = conn().Transact([&](store::Tx& tx) { return store::ListRuns(tx, {}, 2); });
   ASSERT_EQ(first.runs.size(), 2u);
   ASSERT_TRUE(first.next_cursor.has_value());
-  auto second = conn().Transact(
-      [&](store::Tx& tx) { return store::ListRuns(tx, {}, 2, first.next_cursor); });
+  auto second =
+      conn().Transact([&](store::Tx& tx) { return store::ListRuns(tx, {}, 2, first.next_cursor); });
   EXPECT_EQ(second.runs.size(), 2u);
   EXPECT_FALSE(second.next_cursor.has_value());
 }
@@ -652,13 +659,11 @@ class StoreWaits : public StoreTest {
   }
   WaitRecord Claim(const std::string& key, const std::string& claimant,
                    std::optional<Json> payload = std::nullopt, bool allow_expired = false) {
-    return conn().Transact([&](store::Tx& tx) {
-      return store::ClaimWait(tx, key, claimant, payload, allow_expired);
-    });
+    return conn().Transact(
+        [&](store::Tx& tx) { return store::ClaimWait(tx, key, claimant, payload, allow_expired); });
   }
   WaitRecord Complete(const std::string& key, const std::string& claimant) {
-    return conn().Transact(
-        [&](store::Tx& tx) { return store::CompleteWait(tx, key, claimant); });
+    return conn().Transact([&](store::Tx& tx) { return store::CompleteWait(tx, key, claimant); });
   }
 
  private:
@@ -679,8 +684,9 @@ TEST_F(StoreWaits, SaveWaitStoresTheRecord) {
   WaitRecord bounded = SaveWait(run().id, "pay-2", 60000);
   EXPECT_TRUE(bounded.expires_at.has_value());
   EXPECT_FALSE(bounded.expired);
-  EXPECT_TRUE(SqlBool("SELECT expires_at > now() + interval '55 seconds' AND expires_at <= now()"
-                      " + interval '60 seconds' FROM {s}.wait_records WHERE correlation_key = 'pay-2'"));
+  EXPECT_TRUE(
+      SqlBool("SELECT expires_at > now() + interval '55 seconds' AND expires_at <= now()"
+              " + interval '60 seconds' FROM {s}.wait_records WHERE correlation_key = 'pay-2'"));
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.wait_records WHERE run_id = '" + run().id +
                    "' AND status = 'WAITING' AND finished_at IS NULL"),
             2);
@@ -835,17 +841,15 @@ class StoreIdempotency : public StoreTest {
   }
   bool Complete(const std::string& key, const std::string& owner, const Json& result,
                 std::chrono::milliseconds ttl = 24h) {
-    return conn().Transact([&](store::Tx& tx) {
-      return store::CompleteIdempotencyKey(tx, key, owner, result, ttl);
-    });
+    return conn().Transact(
+        [&](store::Tx& tx) { return store::CompleteIdempotencyKey(tx, key, owner, result, ttl); });
   }
   bool Fail(const std::string& key, const std::string& owner) {
     return conn().Transact(
         [&](store::Tx& tx) { return store::FailIdempotencyKey(tx, key, owner); });
   }
   std::optional<IdempotencyRecord> Record(const std::string& key) {
-    return conn().Transact(
-        [&](store::Tx& tx) { return store::GetIdempotencyRecord(tx, key); });
+    return conn().Transact([&](store::Tx& tx) { return store::GetIdempotencyRecord(tx, key); });
   }
   std::optional<Json> Result(const std::string& key) {
     return conn().Transact([&](store::Tx& tx) { return store::IdempotencyResult(tx, key); });
@@ -889,9 +893,10 @@ TEST_F(StoreIdempotency, CompletedKeyReturnsTheCachedResult) {
   EXPECT_EQ(KeyColumn("charge-1", "expires_at = '" + record->expires_at + "'::timestamptz"), "t");
   EXPECT_FALSE(record->created_at.empty());
   // The TTL runs from completion, by database time.
-  EXPECT_EQ(KeyColumn("charge-1", "expires_at > now() + interval '59 minutes'"
-                                  " AND expires_at <= now() + interval '60 minutes'"
-                                  " AND owner = 'owner-a' AND status = 'completed'"),
+  EXPECT_EQ(KeyColumn("charge-1",
+                      "expires_at > now() + interval '59 minutes'"
+                      " AND expires_at <= now() + interval '60 minutes'"
+                      " AND owner = 'owner-a' AND status = 'completed'"),
             "t");
   EXPECT_FALSE(Record("unknown").has_value());
   EXPECT_FALSE(Result("unknown").has_value());
@@ -963,8 +968,7 @@ TEST_F(StoreIdempotency, CleanupRemovesExpiredKeysAndReturnsTheCount) {
   Complete("live-result", "a", Json{{"x", 1}});
 
   auto cleanup = [&](int limit) {
-    return conn().Transact(
-        [&](store::Tx& tx) { return store::CleanupIdempotencyKeys(tx, limit); });
+    return conn().Transact([&](store::Tx& tx) { return store::CleanupIdempotencyKeys(tx, limit); });
   };
   EXPECT_EQ(cleanup(2), 2);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.idempotency_keys"), 3);
@@ -979,8 +983,9 @@ TEST_F(StoreIdempotency, CleanupRemovesExpiredKeysAndReturnsTheCount) {
 class StoreStackLock : public StoreTest {
  protected:
   int64_t AdvisoryLocksOf(int pid) const {
-    return SqlInt("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = " +
-                  std::to_string(pid));
+    return SqlInt(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = " +
+        std::to_string(pid));
   }
 };
 
@@ -1026,9 +1031,7 @@ TEST_F(StoreStackLock, ReleasedOnEveryPathOutOfTheScope) {
   {
     store::StackLock lock(conn(), run.id);
     EXPECT_FALSE(other->TryLockStack(run.id));
-    {
-      store::StackLock nested(conn(), run.id);
-    }
+    { store::StackLock nested(conn(), run.id); }
     EXPECT_FALSE(other->TryLockStack(run.id));
   }
   EXPECT_EQ(AdvisoryLocksOf(conn().BackendPid()), 0);
@@ -1141,7 +1144,8 @@ TEST_F(StoreRetention, DeletesOldFinishedRunsWithTheirHistoryAndWaits) {
   }
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events"), 3);  // recent's two, live's one
   EXPECT_EQ(Sql("SELECT string_agg(correlation_key, ',' ORDER BY correlation_key)"
-                " FROM {s}.wait_records WHERE run_id = '" + live.id + "'"),
+                " FROM {s}.wait_records WHERE run_id = '" +
+                live.id + "'"),
             "live-new-cancelled,live-waiting");
   EXPECT_EQ(RunColumn(live.id, "status"), "running");
 
@@ -1156,7 +1160,9 @@ TEST_F(StoreRetention, SmallBatchesStillDeleteEverything) {
   conn().Transact([&](store::Tx& tx) {
     for (int i = 0; i < 21; ++i) {
       cairn::Run run = store::CreateRun(tx, MakeRun("old")).run;
-      NewWait wait{.correlation_key = "w-" + run.id, .run_id = run.id, .event = "e",
+      NewWait wait{.correlation_key = "w-" + run.id,
+                   .run_id = run.id,
+                   .event = "e",
                    .continuation_step = "next"};
       store::SaveWait(tx, wait);
       RunEvent e;
@@ -1168,8 +1174,10 @@ TEST_F(StoreRetention, SmallBatchesStillDeleteEverything) {
   cairn::Run live = CreateRunningRun();
   conn().Transact([&](store::Tx& tx) {
     for (int i = 0; i < 10; ++i) {
-      NewWait wait{.correlation_key = "live-" + std::to_string(i), .run_id = live.id,
-                   .event = "e", .continuation_step = "next"};
+      NewWait wait{.correlation_key = "live-" + std::to_string(i),
+                   .run_id = live.id,
+                   .event = "e",
+                   .continuation_step = "next"};
       store::SaveWait(tx, wait);
       store::CancelWait(tx, wait.correlation_key);
     }
@@ -1199,9 +1207,8 @@ TEST_F(StoreErrors, TerminatedConnectionIsTransient) {
   auto victim = Open();
   victim->Transact([&](store::Tx& tx) { store::GetRun(tx, run.id); });
   TerminateBackend(victim->BackendPid());
-  auto error = Catch<Error>([&] {
-    victim->Transact([&](store::Tx& tx) { store::GetRun(tx, run.id); });
-  });
+  auto error =
+      Catch<Error>([&] { victim->Transact([&](store::Tx& tx) { store::GetRun(tx, run.id); }); });
   EXPECT_EQ(error.kind(), ErrorKind::kTransient) << error.what();
   EXPECT_TRUE(error.transient());
 }
@@ -1294,7 +1301,8 @@ TEST_F(StoreErrors, RetryTransientRetriesUntilSuccess) {
   store::RetryPolicy policy{.max_attempts = 5, .initial_backoff = 1ms, .max_backoff = 2ms};
   int value = store::RetryTransient(
       [&] {
-        if (++calls <= 2) throw DatabaseError(ErrorKind::kTransient, "op", "40001", "serialization");
+        if (++calls <= 2)
+          throw DatabaseError(ErrorKind::kTransient, "op", "40001", "serialization");
         return 42;
       },
       policy);
@@ -1345,8 +1353,8 @@ TEST_F(StoreErrors, RetryTransientRecoversFromARealLostConnection) {
 }
 
 TEST_F(StoreErrors, InvalidSchemaNameIsRefusedBeforeConnecting) {
-  for (const std::string& name : std::vector<std::string>{"bad-name", "1abc", "x;drop", "", "a b", "\"quoted\"",
-                           std::string(64, 'a')}) {
+  for (const std::string& name : std::vector<std::string>{"bad-name", "1abc", "x;drop", "", "a b",
+                                                          "\"quoted\"", std::string(64, 'a')}) {
     SCOPED_TRACE(name);
     store::ConnectionOptions options;
     // Nothing listens here: connecting would fail with a transient error.

@@ -8,9 +8,9 @@
 #include <barrier>
 #include <functional>
 #include <future>
-#include <optional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -73,7 +73,8 @@ TEST_F(StoreRace, EightClaimantsOfOneWaitHaveExactlyOneWinner) {
     EXPECT_EQ(already_claimed, 7);
     EXPECT_EQ(other, 0);
     EXPECT_EQ(Sql("SELECT status || ' ' || claimant || ' ' || (payload->>'from')"
-                  " FROM {s}.wait_records WHERE correlation_key = '" + key + "'"),
+                  " FROM {s}.wait_records WHERE correlation_key = '" +
+                  key + "'"),
               "RESUMING " + winner + " " + winner);
   }
 }
@@ -102,8 +103,8 @@ TEST_F(StoreRace, TwoWritersWithOneExpectedVersionHaveOneWinnerAndOneConflict) {
         c.lease_owner = "writer-" + std::to_string(i);
         start.arrive_and_wait();
         try {
-          auto result = writers[i]->Transact(
-              [&](store::Tx& tx) { return store::SaveCheckpoint(tx, c); });
+          auto result =
+              writers[i]->Transact([&](store::Tx& tx) { return store::SaveCheckpoint(tx, c); });
           EXPECT_EQ(result.version, version + 1);
           ++won;
           std::lock_guard lock(mutex);
@@ -128,9 +129,10 @@ TEST_F(StoreRace, TwoWritersWithOneExpectedVersionHaveOneWinnerAndOneConflict) {
                 HasSubstr("current version is " + std::to_string(version + 1)));
     ++version;
     EXPECT_EQ(Sql("SELECT version || ' ' || (context->>'writer') || ' ' || (context->>'round')"
-                  " || ' ' || lease_owner FROM {s}.runs WHERE id = '" + run.id + "'"),
-              std::to_string(version) + " " + std::to_string(winner) + " " +
-                  std::to_string(round) + " writer-" + std::to_string(winner));
+                  " || ' ' || lease_owner FROM {s}.runs WHERE id = '" +
+                  run.id + "'"),
+              std::to_string(version) + " " + std::to_string(winner) + " " + std::to_string(round) +
+                  " writer-" + std::to_string(winner));
   }
 }
 
@@ -186,9 +188,9 @@ TEST_F(StoreRace, EightClaimersOfOneIdempotencyKeyHaveOneClaim) {
     });
     EXPECT_EQ(claimed, 1);
     EXPECT_EQ(in_progress, 7);
-    EXPECT_EQ(Sql("SELECT status || ' ' || owner FROM {s}.idempotency_keys WHERE key = '" + key +
-                  "'"),
-              "in_progress " + winner);
+    EXPECT_EQ(
+        Sql("SELECT status || ' ' || owner FROM {s}.idempotency_keys WHERE key = '" + key + "'"),
+        "in_progress " + winner);
   }
 }
 
@@ -210,8 +212,10 @@ TEST_F(StoreRace, CancelQueuedBehindACheckpointCancelsTheWaitItCommitted) {
       c.status = RunStatus::kWaiting;
       c.cursor = "ship";
       store::SaveCheckpoint(tx, c);
-      store::SaveWait(tx, NewWait{.correlation_key = "pay-1", .run_id = run.id,
-                                  .event = "payment", .continuation_step = "ship"});
+      store::SaveWait(tx, NewWait{.correlation_key = "pay-1",
+                                  .run_id = run.id,
+                                  .event = "payment",
+                                  .continuation_step = "ship"});
       written.set_value();
       released.wait();
     });

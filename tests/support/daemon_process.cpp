@@ -131,7 +131,8 @@ TempDir::TempDir(const std::string& prefix) {
   std::string pattern = base + "/" + prefix + "-XXXXXX";
   std::vector<char> buffer(pattern.begin(), pattern.end());
   buffer.push_back('\0');
-  if (::mkdtemp(buffer.data()) == nullptr) throw std::runtime_error(ErrnoText("mkdtemp " + pattern));
+  if (::mkdtemp(buffer.data()) == nullptr)
+    throw std::runtime_error(ErrnoText("mkdtemp " + pattern));
   path_ = buffer.data();
   ::chmod(path_.c_str(), 0755);
 }

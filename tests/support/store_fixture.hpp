@@ -28,7 +28,8 @@ class StoreTest : public PgTest {
   }
 
   // A new session on the test's schema.
-  std::unique_ptr<store::Connection> Open(const std::string& application_name = "cairn-test") const {
+  std::unique_ptr<store::Connection> Open(
+      const std::string& application_name = "cairn-test") const {
     store::ConnectionOptions options;
     options.url = url();
     options.schema = schema();
@@ -78,13 +79,14 @@ class StoreTest : public PgTest {
     return conn().Transact([&](store::Tx& tx) { return store::CreateRun(tx, run).run; });
   }
 
-  cairn::Run CreateRun(std::string workflow = "orders", std::optional<std::string> key = std::nullopt) {
+  cairn::Run CreateRun(std::string workflow = "orders",
+                       std::optional<std::string> key = std::nullopt) {
     return CreateRun(MakeRun(std::move(workflow), std::move(key)));
   }
 
   // Commits a checkpoint with the run's current version and returns the new one.
   int64_t CommitStatus(const std::string& run_id, RunStatus status, Json context = Json::object(),
-                     std::optional<Json> output = std::nullopt) {
+                       std::optional<Json> output = std::nullopt) {
     return conn().Transact([&](store::Tx& tx) {
       auto run = store::GetRun(tx, run_id);
       cairn::Checkpoint c;
