@@ -9,7 +9,7 @@
 
 #include "config.hpp"
 #include "definition.hpp"
-#include "plugin_registry.hpp"
+#include "plugin_catalog.hpp"
 #include "store.hpp"
 
 namespace cairn::cli {
@@ -58,9 +58,10 @@ po::variables_map Parse(const std::string& command, const std::vector<std::strin
 // daemon config all flags produce over the environment and the --config file.
 void AddDaemonConfigOptions(po::options_description& options);
 DaemonConfig LoadDaemonConfig(const po::variables_map& vm);
-void LoadPlugins(const DaemonConfig& config, PluginRegistry& plugins);
+// The configured plugins, each run as plugins.isolation says.
+std::unique_ptr<PluginCatalog> LoadPlugins(const DaemonConfig& config);
 // The configured workflows, checked against the loaded plugin steps.
-DefinitionSet LoadWorkflows(const DaemonConfig& config, const PluginRegistry& plugins);
+DefinitionSet LoadWorkflows(const DaemonConfig& config, const StepCatalog& plugins);
 store::ConnectionOptions ConnectionFor(const DaemonConfig& config, const std::string& name);
 
 int RunMigrate(const std::vector<std::string>& args);
@@ -76,5 +77,8 @@ int RunBench(const std::vector<std::string>& args);
 int RunSchedules(const std::vector<std::string>& args);
 int RunSignal(const std::vector<std::string>& args);
 int RunRetry(const std::vector<std::string>& args);
+int RunStepHost(const std::vector<std::string>& args);
+int RunCleanup(const std::vector<std::string>& args);
+int RunWorkers(const std::vector<std::string>& args);
 
 }  // namespace cairn::cli

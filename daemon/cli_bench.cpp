@@ -89,9 +89,8 @@ int RunBench(const std::vector<std::string>& args) {
     config.database.schema = "cairn_bench_" + std::to_string(getpid());
   }
   spdlog::set_level(spdlog::level::warn);
-  PluginRegistry plugins;
-  LoadPlugins(config, plugins);
-  DefinitionSet definitions = LoadWorkflows(config, plugins);
+  std::unique_ptr<PluginCatalog> plugins = LoadPlugins(config);
+  DefinitionSet definitions = LoadWorkflows(config, *plugins);
   const WorkflowDefinition* workflow = definitions.Find(vm["workflow"].as<std::string>());
   if (!workflow) {
     throw NotFoundError("workflow " + vm["workflow"].as<std::string>() +
@@ -115,7 +114,7 @@ int RunBench(const std::vector<std::string>& args) {
   worker_options.poll_interval = config.worker.poll_interval;
   worker_options.lease = config.worker.lease;
   worker_options.listen = config.worker.listen;
-  Worker worker(worker_options, definitions, plugins);
+  Worker worker(worker_options, definitions, *plugins);
   worker.Start();  // registers the definitions, so start_run can resolve them
 
   auto started = Clock::now();

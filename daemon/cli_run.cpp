@@ -14,30 +14,15 @@
 #include "cli.hpp"
 #include "config.hpp"
 #include "definition.hpp"
+#include "logging.hpp"
 #include "metrics.hpp"
 #include "metrics_server.hpp"
-#include "plugin_registry.hpp"
+#include "plugin_catalog.hpp"
 #include "schedule_service.hpp"
 #include "stop_stack.hpp"
 #include "worker.hpp"
 
 namespace cairn::cli {
-
-namespace {
-
-void ApplyLogLevel(const std::string& level) { spdlog::set_level(spdlog::level::from_str(level)); }
-
-void SetUpLogging(const LogConfig& log) {
-  if (log.format == "json") {
-    spdlog::set_pattern(
-        R"({"time":"%Y-%m-%dT%H:%M:%S.%f%z","level":"%l","pid":%P,"message":"%v"})");
-  } else {
-    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l [%P] %v");
-  }
-  ApplyLogLevel(log.level);
-}
-
-}  // namespace
 
 void AddDaemonConfigOptions(po::options_description& options) {
   options.add_options()("concurrency", po::value<int>(),
@@ -67,14 +52,25 @@ store::ConnectionOptions ConnectionFor(const DaemonConfig& config, const std::st
   return options;
 }
 
-void LoadPlugins(const DaemonConfig& config, PluginRegistry& plugins) {
-  std::vector<std::string> directories;
-  for (const auto& directory : config.plugins.directories)
-    directories.push_back(directory.string());
-  plugins.Load(directories);
+std::unique_ptr<PluginCatalog> LoadPlugins(const DaemonConfig& config) {
+  PluginCatalogOptions options;
+  for (const auto& directory : config.plugins.directories) {
+    options.paths.push_back(directory.string());
+  }
+  auto isolation = [](const std::string& name) {
+    return name == "thread" ? Isolation::kThread : Isolation::kProcess;
+  };
+  options.isolation = isolation(config.plugins.isolation);
+  for (const auto& [plugin, name] : config.plugins.isolation_by_plugin) {
+    options.by_plugin[plugin] = isolation(name);
+  }
+  options.processes.log_level = config.log.level;
+  options.processes.log_format = config.log.format;
+  options.processes.memory_limit = config.plugins.memory_limit;
+  return std::make_unique<PluginCatalog>(std::move(options));
 }
 
-DefinitionSet LoadWorkflows(const DaemonConfig& config, const PluginRegistry& plugins) {
+DefinitionSet LoadWorkflows(const DaemonConfig& config, const StepCatalog& plugins) {
   DefinitionSet definitions = LoadDefinitionSet(config.workflows.paths);
   ValidateSteps(definitions,
                 [&](const std::string& step) { return plugins.Find(step) != nullptr; });
@@ -96,11 +92,10 @@ int RunDaemon(const std::vector<std::string>& args) {
   AddDaemonConfigOptions(options);
   auto vm = Parse("run", args, options);
   DaemonConfig config = LoadDaemonConfig(vm);
-  SetUpLogging(config.log);
+  SetUpLogging(LogSettings{config.log.level, config.log.format});
 
-  PluginRegistry plugins;
-  LoadPlugins(config, plugins);
-  DefinitionSet definitions = LoadWorkflows(config, plugins);
+  std::unique_ptr<PluginCatalog> plugins = LoadPlugins(config);
+  DefinitionSet definitions = LoadWorkflows(config, *plugins);
   if (definitions.empty()) {
     throw InvalidArgumentError("no workflow definitions found in workflows.paths");
   }
@@ -108,19 +103,30 @@ int RunDaemon(const std::vector<std::string>& args) {
   WorkerOptions worker_options;
   worker_options.connection = ConnectionFor(config, "cairn run");
   worker_options.worker_id = config.EffectiveWorkerId();
+  worker_options.version = CAIRN_VERSION;
   worker_options.queues = config.worker.queues;
-  worker_options.concurrency = config.worker.concurrency;
+  worker_options.concurrency = config.EffectiveConcurrency();
+  if (worker_options.concurrency < config.worker.concurrency) {
+    spdlog::warn(
+        "database.pool_size {} leaves room for {} slots: running {} of the {} that "
+        "worker.concurrency asks for",
+        config.EffectivePoolSize(), worker_options.concurrency, worker_options.concurrency,
+        config.worker.concurrency);
+  }
+  worker_options.connection_budget = config.EffectivePoolSize();
+  worker_options.idle_timeout = config.database.idle_timeout;
   worker_options.claim_batch = config.EffectiveClaimBatch();
   worker_options.poll_interval = config.worker.poll_interval;
   worker_options.lease = config.worker.lease;
   worker_options.reaper_interval = config.maintenance.reaper_interval;
+  worker_options.crash_limit = config.maintenance.crash_limit;
   worker_options.retention = config.maintenance.retention;
   worker_options.shutdown_grace = config.worker.shutdown_grace;
   worker_options.listen = config.worker.listen;
 
   spdlog::info("cairn {} starting: database {} schema {}, {} plugins, {} workflows", CAIRN_VERSION,
                RedactDatabaseUrl(config.database.url), config.database.schema,
-               plugins.List().size(), definitions.size());
+               plugins->List().size(), definitions.size());
   StopStack stops;
   // Metrics listen before the worker claims anything: a bad metrics.listen
   // is a start-up error, not a daemon that already holds runs.
@@ -142,7 +148,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   schedule_options.interval = config.worker.poll_interval;
   ScheduleService schedules(schedule_options);
   if (config.schedules_declared) schedules.Sync(config.schedules);
-  Worker worker(worker_options, definitions, plugins);
+  Worker worker(worker_options, definitions, *plugins);
   worker.Start();
   bool clean = true;  // false: steps still ran when the grace period ended
   stops.Push("worker", [&] { clean = worker.Stop(); });
@@ -169,7 +175,7 @@ int RunDaemon(const std::vector<std::string>& args) {
     if (signal == SIGHUP) {
       try {
         DaemonConfig reloaded = LoadDaemonConfig(vm);
-        ApplyLogLevel(reloaded.log.level);
+        SetLogLevel(reloaded.log.level);
         if (reloaded.schedules_declared) schedules.Sync(reloaded.schedules);
         spdlog::info("SIGHUP: log level is now {}", reloaded.log.level);
       } catch (const std::exception& e) {

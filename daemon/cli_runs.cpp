@@ -8,7 +8,7 @@
 #include "config.hpp"
 #include "definition.hpp"
 #include "identifier.hpp"
-#include "plugin_registry.hpp"
+#include "plugin_catalog.hpp"
 
 namespace cairn::cli {
 
@@ -242,7 +242,7 @@ int RunList(const std::vector<std::string>& args) {
   RunPage page;
   if (vm.count("stranded")) {
     page.runs = connection.Transact([&](store::Tx& tx) {
-      return store::StrandedRuns(tx, std::chrono::minutes(2), vm["limit"].as<int>());
+      return store::StrandedRuns(tx, store::kWorkerLiveness, vm["limit"].as<int>());
     });
   } else {
     RunFilter filter;
@@ -428,23 +428,23 @@ int RunPlugins(const std::vector<std::string>& args) {
   options.add_options()("json", "print JSON");
   auto vm = Parse("plugins", args, options);
   DaemonConfig config = LoadDaemonConfig(vm);
-  PluginRegistry plugins;
-  LoadPlugins(config, plugins);
+  std::unique_ptr<PluginCatalog> plugins = LoadPlugins(config);
   if (vm.count("json")) {
     Json list = Json::array();
-    for (const auto& p : plugins.List()) {
+    for (const auto& p : plugins->List()) {
       list.push_back({{"name", p.name},
                       {"version", p.version},
                       {"file", p.file},
                       {"abi", std::to_string(p.abi_major) + "." + std::to_string(p.abi_minor)},
+                      {"isolation", ToString(plugins->IsolationOf(p.name))},
                       {"steps", p.steps}});
     }
     std::cout << list.dump() << "\n";
     return kExitOk;
   }
-  for (const auto& p : plugins.List()) {
-    std::cout << p.name << " " << p.version << " (ABI " << p.abi_major << "." << p.abi_minor << ") "
-              << p.file << "\n";
+  for (const auto& p : plugins->List()) {
+    std::cout << p.name << " " << p.version << " (ABI " << p.abi_major << "." << p.abi_minor << ", "
+              << ToString(plugins->IsolationOf(p.name)) << ") " << p.file << "\n";
     for (const auto& step : p.steps) std::cout << "  " << step << "\n";
   }
   return kExitOk;

@@ -6,6 +6,7 @@
 
 #include "cli.hpp"
 #include "errors.hpp"
+#include "logging.hpp"
 
 namespace cairn::cli {
 
@@ -23,7 +24,10 @@ const std::vector<Subcommand>& Subcommands() {
       {"plugins", "list the plugins and steps the daemon would load", RunPlugins},
       {"bench", "measure steps per second against a same-run baseline", RunBench},
       {"schedules", "list recurring schedules and their next fire times", RunSchedules},
+      {"cleanup", "delete finished runs older than the retention now", RunCleanup},
+      {"workers", "the workers of the fleet, live and dead, and what each runs", RunWorkers},
       {"version", "print the version", RunVersion},
+      {"step-host", "", RunStepHost},  // started by `cairn run` only; not listed
   };
   return kSubcommands;
 }
@@ -33,6 +37,7 @@ namespace {
 void PrintUsage(std::ostream& out) {
   out << "usage: cairn <command> [options]\n\ncommands:\n";
   for (const auto& command : Subcommands()) {
+    if (command.summary.empty()) continue;
     out << "  " << command.name << std::string(12 - std::min<size_t>(11, command.name.size()), ' ')
         << command.summary << "\n";
   }
@@ -64,6 +69,9 @@ int main(int argc, char** argv) {
   }
   const std::string name = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
+  // Log lines go to standard error, so that a subcommand's standard output
+  // is its data; `cairn run` and `cairn step-host` set their own logging up.
+  cairn::SetUpLogging(cairn::LogSettings{"warn"});
   for (const auto& command : Subcommands()) {
     if (command.name != name) continue;
     try {

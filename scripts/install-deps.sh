@@ -12,7 +12,7 @@ packages=(
   libgtest-dev libgmock-dev
   nlohmann-json3-dev
   libsystemd-dev
-  postgresql-15 postgresql-client-15
+  postgresql-15 postgresql-client-15 pgbouncer
   procps util-linux
   clang-format clang-tidy
 )

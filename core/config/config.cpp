@@ -28,9 +28,12 @@ using FailFn = std::function<void(const std::string& path, const std::string& pr
 
 constexpr std::array<std::string_view, 5> kLogLevels{"trace", "debug", "info", "warn", "error"};
 constexpr std::array<std::string_view, 2> kLogFormats{"text", "json"};
+constexpr std::array<std::string_view, 2> kIsolations{"process", "thread"};
+constexpr uint64_t kMinMemoryLimit = uint64_t{64} << 20;
 constexpr int kMaxConcurrency = 1024;
 constexpr int kMaxPoolSize = 10000;
 constexpr int kMaxClaimBatch = 10000;
+constexpr int kMaxCrashLimit = 100;
 
 std::string Quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
@@ -108,6 +111,21 @@ void CheckConfig(const DaemonConfig& c, const FailFn& fail) {
       fail("plugins.directories[" + std::to_string(i) + "]", "must not be empty");
     }
   }
+  for (const auto& [plugin, isolation] : c.plugins.isolation_by_plugin) {
+    if (!Contains(kIsolations, isolation)) {
+      fail("plugins.isolation_by_plugin." + plugin,
+           "must be one of " + OneOf(kIsolations) + ", got " + Quoted(isolation));
+    }
+  }
+  if (!Contains(kIsolations, c.plugins.isolation)) {
+    fail("plugins.isolation",
+         "must be one of " + OneOf(kIsolations) + ", got " + Quoted(c.plugins.isolation));
+  }
+  if (c.plugins.memory_limit != 0 && c.plugins.memory_limit < kMinMemoryLimit) {
+    fail("plugins.memory_limit",
+         "must be 0 (no limit) or at least 64MiB: a step process "
+         "needs room for cairn itself and its plugins");
+  }
   for (std::size_t i = 0; i < c.workflows.paths.size(); ++i) {
     if (c.workflows.paths[i].empty()) {
       fail("workflows.paths[" + std::to_string(i) + "]", "must not be empty");
@@ -125,6 +143,10 @@ void CheckConfig(const DaemonConfig& c, const FailFn& fail) {
   }
   if (c.maintenance.reaper_interval <= milliseconds::zero()) {
     fail("maintenance.reaper_interval", "must be longer than 0");
+  }
+  if (c.maintenance.crash_limit < 1 || c.maintenance.crash_limit > kMaxCrashLimit) {
+    fail("maintenance.crash_limit",
+         "must be an integer between 1 and " + std::to_string(kMaxCrashLimit));
   }
   if (c.maintenance.retention < milliseconds::zero()) {
     fail("maintenance.retention", "must not be negative (0 keeps history forever)");
@@ -154,7 +176,8 @@ std::vector<fs::path> ReadPathList(const YAML::Node& node, const std::string& so
 void ParseDatabase(const YAML::Node& node, const std::string& source, const fs::path& base,
                    DaemonConfig& c, yaml::LineMap& lines) {
   const std::string path = "database";
-  yaml::CheckMap(node, source, path, {"url", "url_file", "url_credential", "schema", "pool_size"});
+  yaml::CheckMap(node, source, path,
+                 {"url", "url_file", "url_credential", "schema", "pool_size", "idle_timeout"});
   std::vector<std::pair<std::string, YAML::Node>> secrets;
   for (const char* key : {"url", "url_file", "url_credential"}) {
     YAML::Node v = yaml::Get(node, key, path, lines);
@@ -247,6 +270,32 @@ void ParseWorker(const YAML::Node& node, const std::string& source, DaemonConfig
   }
 }
 
+void ParsePlugins(const YAML::Node& node, const std::string& source, const fs::path& base,
+                  DaemonConfig& c, yaml::LineMap& lines) {
+  const std::string path = "plugins";
+  yaml::CheckMap(node, source, path,
+                 {"directories", "isolation", "isolation_by_plugin", "memory_limit"});
+  PluginsConfig& p = c.plugins;
+  if (auto d = yaml::Get(node, "directories", path, lines); d.IsDefined()) {
+    p.directories = ReadPathList(d, source, "plugins.directories", base, lines);
+  }
+  if (auto v = yaml::Get(node, "isolation", path, lines); v.IsDefined()) {
+    p.isolation = yaml::ReadString(v, source, "plugins.isolation", false);
+  }
+  if (auto v = yaml::Get(node, "isolation_by_plugin", path, lines); v.IsDefined()) {
+    if (!v.IsMap()) yaml::Fail(source, v, "plugins.isolation_by_plugin", "must be a mapping");
+    for (const auto& entry : v) {
+      const std::string plugin = entry.first.Scalar();
+      const std::string key = yaml::Join("plugins.isolation_by_plugin", plugin);
+      lines.Record(key, entry.second);
+      p.isolation_by_plugin[plugin] = yaml::ReadString(entry.second, source, key, false);
+    }
+  }
+  if (auto v = yaml::Get(node, "memory_limit", path, lines); v.IsDefined()) {
+    p.memory_limit = yaml::ReadByteSize(v, source, "plugins.memory_limit");
+  }
+}
+
 DaemonConfig ParseConfig(const YAML::Node& root, const std::string& source, const fs::path& base) {
   DaemonConfig c;
   c.source = source;
@@ -262,10 +311,7 @@ DaemonConfig ParseConfig(const YAML::Node& root, const std::string& source, cons
     ParseWorker(v, source, c, lines);
   }
   if (auto v = yaml::Get(root, "plugins", "", lines); v.IsDefined()) {
-    yaml::CheckMap(v, source, "plugins", {"directories"});
-    if (auto d = yaml::Get(v, "directories", "plugins", lines); d.IsDefined()) {
-      c.plugins.directories = ReadPathList(d, source, "plugins.directories", base, lines);
-    }
+    ParsePlugins(v, source, base, c, lines);
   }
   if (auto v = yaml::Get(root, "workflows", "", lines); v.IsDefined()) {
     yaml::CheckMap(v, source, "workflows", {"paths"});
@@ -289,9 +335,13 @@ DaemonConfig ParseConfig(const YAML::Node& root, const std::string& source, cons
     }
   }
   if (auto v = yaml::Get(root, "maintenance", "", lines); v.IsDefined()) {
-    yaml::CheckMap(v, source, "maintenance", {"reaper_interval", "retention"});
+    yaml::CheckMap(v, source, "maintenance", {"reaper_interval", "crash_limit", "retention"});
     if (auto r = yaml::Get(v, "reaper_interval", "maintenance", lines); r.IsDefined()) {
       c.maintenance.reaper_interval = yaml::ReadDuration(r, source, "maintenance.reaper_interval");
+    }
+    if (auto r = yaml::Get(v, "crash_limit", "maintenance", lines); r.IsDefined()) {
+      c.maintenance.crash_limit =
+          static_cast<int>(yaml::ReadInt(r, source, "maintenance.crash_limit", 1, kMaxCrashLimit));
     }
     if (auto r = yaml::Get(v, "retention", "maintenance", lines); r.IsDefined()) {
       c.maintenance.retention = yaml::ReadDuration(r, source, "maintenance.retention");
@@ -309,8 +359,16 @@ DaemonConfig ParseConfig(const YAML::Node& root, const std::string& source, cons
 
 }  // namespace
 
+int DaemonConfig::FixedConnections() const {
+  return 4 + (worker.listen ? 1 : 0) + (maintenance.retention.count() > 0 ? 1 : 0);
+}
+
 int DaemonConfig::EffectivePoolSize() const {
-  return database.pool_size > 0 ? database.pool_size : worker.concurrency + 2;
+  return database.pool_size > 0 ? database.pool_size : worker.concurrency + FixedConnections();
+}
+
+int DaemonConfig::EffectiveConcurrency() const {
+  return std::min(worker.concurrency, EffectivePoolSize() - FixedConnections());
 }
 
 int DaemonConfig::EffectiveClaimBatch() const {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,7 +29,13 @@ struct DatabaseConfig {
   // "systemd credential <name>", "environment CAIRN_DATABASE_URL", or "".
   std::string url_origin;
   std::string schema = "cairn";
-  int pool_size = 0;  // extra connections; 0 = worker.concurrency + 2
+  // The most connections the daemon opens. 0 = what the configuration needs
+  // (worker.concurrency + FixedConnections()). A lower figure runs fewer
+  // slots: each running step holds a session of its own (its stack lock).
+  int pool_size = 0;
+  // A slot's connection left idle this long is closed, and opened again when
+  // the slot gets work: an idle daemon holds only its fixed connections.
+  std::chrono::milliseconds idle_timeout{std::chrono::minutes(1)};
 };
 
 struct WorkerConfig {
@@ -44,6 +51,12 @@ struct WorkerConfig {
 
 struct PluginsConfig {
   std::vector<std::filesystem::path> directories{"/usr/lib/cairn/plugins"};
+  // How steps run: "process" (each in a supervised step process, so a step
+  // that crashes or hangs takes down only that process) or "thread" (on the
+  // daemon's own threads); per plugin name in isolation_by_plugin.
+  std::string isolation = "process";
+  std::map<std::string, std::string> isolation_by_plugin;
+  uint64_t memory_limit = 0;  // bytes of address space per step process; 0 = none
 };
 
 struct WorkflowsConfig {
@@ -61,6 +74,9 @@ struct MetricsConfig {
 
 struct MaintenanceConfig {
   std::chrono::milliseconds reaper_interval{std::chrono::seconds(5)};
+  // A run whose lease expired this many times in a row without a commit (its
+  // step takes workers down) fails with code "crashed".
+  int crash_limit = 3;
   std::chrono::milliseconds retention{std::chrono::hours(24 * 30)};  // 0 = keep forever
 };
 
@@ -78,7 +94,11 @@ struct DaemonConfig {
   bool schedules_declared = false;
   std::string source;  // the config file, "" for defaults only
 
-  int EffectivePoolSize() const;          // pool_size, or concurrency + 2
+  // The connections the daemon holds besides its slots: poller, lease
+  // keeper, sweeper, schedule service, and LISTEN and retention when on.
+  int FixedConnections() const;
+  int EffectivePoolSize() const;          // pool_size, or concurrency + FixedConnections()
+  int EffectiveConcurrency() const;       // slots that fit in the pool (at most concurrency)
   int EffectiveClaimBatch() const;        // claim_batch, or concurrency
   std::string EffectiveWorkerId() const;  // id, or "<hostname>:<pid>"
 };

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <set>
 
+#include "byte_size.hpp"
 #include "duration.hpp"
 
 namespace cairn {
@@ -269,6 +270,15 @@ std::chrono::milliseconds ReadDuration(const YAML::Node& node, const std::string
   const std::string text = Scalar(node, source, path, "a duration (e.g. 250ms, 30s, 5m, 2h, 1d)");
   try {
     return ParseDuration(text);
+  } catch (const InvalidArgumentError& e) {
+    Fail(source, node, path, e.what());
+  }
+}
+
+uint64_t ReadByteSize(const YAML::Node& node, const std::string& source, const std::string& path) {
+  const std::string text = Scalar(node, source, path, "a size such as 512MiB");
+  try {
+    return ParseByteSize(text);
   } catch (const InvalidArgumentError& e) {
     Fail(source, node, path, e.what());
   }

@@ -92,6 +92,7 @@ double ReadDouble(const YAML::Node& node, const std::string& source, const std::
 bool ReadBool(const YAML::Node& node, const std::string& source, const std::string& path);
 std::chrono::milliseconds ReadDuration(const YAML::Node& node, const std::string& source,
                                        const std::string& path);
+uint64_t ReadByteSize(const YAML::Node& node, const std::string& source, const std::string& path);
 // A sequence of strings (a single scalar is not accepted).
 std::vector<std::string> ReadStringList(const YAML::Node& node, const std::string& source,
                                         const std::string& path, bool allow_empty_items);

@@ -8,6 +8,7 @@
 #include <random>
 #include <variant>
 
+#include "logging.hpp"
 #include "metrics.hpp"
 #include "step_invocation.hpp"
 
@@ -74,7 +75,8 @@ Executor::CommittedPlan Executor::Commit(store::Tx& tx, StepPlan& plan) {
 
 Executor::Executor(store::ConnectionOptions connection_options, const DefinitionSet& definitions,
                    const StepCatalog& steps, ExecutorOptions options, LeaseBook& leases)
-    : connection_(std::make_unique<store::Connection>(std::move(connection_options))),
+    : connection_options_(std::move(connection_options)),
+      connection_(std::make_unique<store::Connection>(connection_options_)),
       definitions_(definitions),
       steps_(steps),
       options_(std::move(options)),
@@ -90,9 +92,25 @@ bool Executor::Release(const Run& run, std::chrono::milliseconds delay) {
   });
 }
 
+bool Executor::LockStack(const std::string& run_id) {
+  try {
+    return connection_->TryLockStack(run_id);
+  } catch (const Error& e) {
+    if (!e.transient()) throw;
+    // The slot's session died while it was idle (a terminated backend, a
+    // server restart) and nobody noticed until now: nothing of this run has
+    // happened yet, so a fresh session takes it on at once instead of
+    // leaving it to its lease.
+    spdlog::info("run {}: the slot's connection was lost while idle ({}); reconnecting", run_id,
+                 e.what());
+    connection_ = std::make_unique<store::Connection>(connection_options_);
+    return connection_->TryLockStack(run_id);
+  }
+}
+
 ExecutionEnd Executor::Execute(Run claimed, const std::atomic<bool>& stopping) {
   try {
-    if (!connection_->TryLockStack(claimed.id)) {
+    if (!LockStack(claimed.id)) {
       // A zombie still executes this run on another session; let it finish
       // or die, then try again.
       spdlog::info("run {}: stack lock held by another session, handing the run back", claimed.id);
@@ -252,10 +270,12 @@ Executor::StepResult Executor::CommitAlone(Run& run, StepPlan plan) {
 
 Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workflow,
                                        const StepDefinition& step, const Planner& plan_for) {
+  const ScopedRunLog run_log({run.id, workflow.name, step.name, run.attempt + 1});
   auto log = [&](spdlog::level::level_enum level, const std::string& message) {
     spdlog::log(level, "run {} workflow {} step {} attempt {}: {}", run.id, workflow.name,
                 step.name, run.attempt + 1, message);
   };
+  log(spdlog::level::debug, "starting");
   std::shared_ptr<Step> plugin_step = steps_.Find(step.run);
   StepCall call;
   call.run_id = run.id;

@@ -46,13 +46,16 @@ class LeaseBook {
     }
     return runs;
   }
-  // After a renewal: every run of `asked` missing from `renewed` is lost,
+  // After a renewal: every run of `asked` neither renewed nor busy is lost,
   // unless its slot committed a newer version meanwhile (the renewal raced
   // the checkpoint, which extended the lease itself).
-  void MarkLost(const std::vector<store::HeldRun>& asked, const std::vector<std::string>& renewed) {
+  void MarkLost(const std::vector<store::HeldRun>& asked, const store::LeaseRenewal& renewal) {
+    auto contains = [](const std::vector<std::string>& ids, const std::string& id) {
+      return std::find(ids.begin(), ids.end(), id) != ids.end();
+    };
     std::lock_guard lock(mutex_);
     for (const auto& run : asked) {
-      if (std::find(renewed.begin(), renewed.end(), run.run_id) != renewed.end()) continue;
+      if (contains(renewal.renewed, run.run_id) || contains(renewal.busy, run.run_id)) continue;
       auto it = held_.find(run.run_id);
       if (it != held_.end() && it->second.version == run.version) it->second.lost = true;
     }

@@ -50,6 +50,16 @@ struct Invocation {
 std::optional<StepOutcome> InvokeWithTimeout(std::shared_ptr<Step> step, const StepCall& call,
                                              std::shared_ptr<TransactionStepSql> sql,
                                              std::chrono::milliseconds timeout) {
+  if (step->EnforcesTimeout()) {
+    StepCall direct = call;
+    direct.sql = sql.get();
+    direct.timeout = timeout;
+    try {
+      return step->Invoke(direct);
+    } catch (const std::exception& e) {
+      return FailureOutcome("exception", e.what(), true);
+    }
+  }
   auto invocation = std::make_shared<Invocation>();
   invocation->step = std::move(step);
   invocation->input = call.input != nullptr ? *call.input : Json::object();

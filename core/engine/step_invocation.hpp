@@ -37,8 +37,10 @@ class TransactionStepSql : public StepSql {
 // Invokes `step` with `call` (whose input and context this copies, so the
 // step thread never refers to the caller's objects) and waits up to
 // `timeout`. Returns the outcome, or nothing when the step overran: its
-// thread is then left to finish on its own. An exception from the step
-// becomes a retryable failure with code "exception".
+// thread is then left to finish on its own. A step that enforces its timeout
+// itself (a step process) is called on this thread instead, and reports an
+// overrun as its own failure. An exception from the step becomes a
+// retryable failure with code "exception".
 std::optional<StepOutcome> InvokeWithTimeout(std::shared_ptr<Step> step, const StepCall& call,
                                              std::shared_ptr<TransactionStepSql> sql,
                                              std::chrono::milliseconds timeout);

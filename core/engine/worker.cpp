@@ -40,25 +40,87 @@ std::unique_ptr<store::Connection> Worker::Connect(const std::string& role) {
   return std::make_unique<store::Connection>(connection);
 }
 
+void Worker::CheckServer(store::Connection& connection) const {
+  const store::ServerLimits limits =
+      connection.Autocommit([](store::Tx& tx) { return store::ReadServerLimits(tx); });
+  const int usable = limits.max_connections - limits.reserved;
+  if (options_.connection_budget > usable) {
+    throw InvalidArgumentError(
+        "this daemon may open " + std::to_string(options_.connection_budget) +
+        " database connections (database.pool_size, or worker.concurrency plus the poller, "
+        "lease keeper and maintenance), but the server allows " +
+        std::to_string(usable) + " (max_connections " + std::to_string(limits.max_connections) +
+        " less superuser_reserved_connections " + std::to_string(limits.reserved) +
+        ") for all its clients together; lower worker.concurrency or database.pool_size, or "
+        "raise max_connections");
+  }
+  if (options_.connection_budget > usable - limits.in_use) {
+    spdlog::warn(
+        "the server has {} free connections and this daemon may open {}: under load, "
+        "connections will be refused",
+        usable - limits.in_use, options_.connection_budget);
+  }
+  if (limits.superuser) {
+    spdlog::warn(
+        "connected as role {}, a superuser: a bug or a plugin's SQL can then do "
+        "anything to the server; run the daemon as a role with the worker's rights "
+        "only (docs/security.md)",
+        limits.role);
+  }
+}
+
 void Worker::Start() {
+  store::CheckSessionPooling(options_.connection);
   auto connection = Connect("start");
+  CheckServer(*connection);
   connection->Transact([&](store::Tx& tx) {
     for (const auto* d : definitions_.All()) {
       store::RegisterDefinition(tx, {d->hash, d->name, d->version, d->FirstStep(), ToJson(*d)});
     }
-    store::RegisterWorker(tx, {options_.worker_id, Hostname(), static_cast<int>(getpid()),
-                               options_.queues, served_hashes_});
+    store::RegisterWorker(
+        tx, {options_.worker_id, Hostname(), static_cast<int>(getpid()), options_.queues,
+             served_hashes_, options_.version, options_.concurrency});
   });
   started_ = true;
-  keeper_ = std::thread([this] { KeeperLoop(); });
+  keeper_ =
+      std::make_unique<LeaseKeeper>(LeaseKeeperOptions{options_.connection, options_.worker_id,
+                                                       options_.lease, options_.reaper_interval},
+                                    leases_);
+  keeper_->Start();
   for (int slot = 0; slot < options_.concurrency; ++slot) {
     slots_.emplace_back([this, slot] { SlotLoop(slot); });
   }
   if (options_.listen) listener_ = std::thread([this] { ListenLoop(); });
   poller_ = std::thread([this] { PollLoop(); });
+  StartMaintenance();
   if (options_.metrics) options_.metrics->SetSlots(0, options_.concurrency);
   spdlog::info("worker {} started: queues [{}], {} slots, {} definitions", options_.worker_id,
                fmt::join(options_.queues, ", "), options_.concurrency, served_hashes_.size());
+}
+
+void Worker::StartMaintenance() {
+  // Maintenance sessions bound their statements and lock waits: a stuck
+  // pass is abandoned and tried again, never left holding the others up.
+  store::ConnectionOptions connection = options_.connection;
+  connection.statement_timeout = std::chrono::seconds(30);
+  connection.lock_timeout = std::chrono::seconds(1);
+  SweeperOptions sweeper;
+  sweeper.service = {"sweeper " + options_.worker_id, connection, options_.reaper_interval,
+                     [this](const ServiceReport& report) {
+                       const int64_t reaped = report.Count("taken over") + report.Count("crashed");
+                       if (reaped > 0 && options_.metrics) options_.metrics->LeasesReaped(reaped);
+                     }};
+  sweeper.crash_limit = options_.crash_limit;
+  sweeper_ = std::make_unique<Sweeper>(sweeper);
+  sweeper_->Start();
+  if (options_.retention.count() > 0) {
+    RetentionOptions retention;
+    retention.service = {
+        "retention " + options_.worker_id, connection, options_.retention_interval, {}};
+    retention.older_than = std::chrono::ceil<std::chrono::hours>(options_.retention);
+    retention_ = std::make_unique<Retention>(retention);
+    retention_->Start();
+  }
 }
 
 void Worker::Wake() {
@@ -128,11 +190,19 @@ void Worker::SlotLoop(int slot) {
   int failures = 0;
   ExecutorOptions executor_options{options_.worker_id, options_.lease};
   executor_options.metrics = options_.metrics;
+  auto has_work = [&] { return stop_claiming_.load() || !queue_.empty(); };
   while (true) {
     Run run;
     {
       std::unique_lock lock(mutex_);
-      slots_cv_.wait(lock, [&] { return stop_claiming_.load() || !queue_.empty(); });
+      while (!slots_cv_.wait_for(lock, options_.idle_timeout, has_work)) {
+        // Idle: give the connection back to the server until there is work.
+        if (executor) {
+          lock.unlock();
+          executor.reset();
+          lock.lock();
+        }
+      }
       if (queue_.empty()) return;  // stopping and nothing left to do
       run = std::move(queue_.front());
       queue_.pop_front();
@@ -169,63 +239,6 @@ void Worker::SlotLoop(int slot) {
     }
     poller_cv_.notify_all();
     idle_cv_.notify_all();
-  }
-}
-
-void Worker::KeeperLoop() {
-  std::unique_ptr<store::Connection> connection;
-  const auto renew_every = std::max(std::chrono::milliseconds(50), options_.lease / 3);
-  const auto tick = std::min(renew_every, options_.reaper_interval);
-  auto next_renewal = std::chrono::steady_clock::now();
-  auto next_reap = std::chrono::steady_clock::now();
-  auto next_retention = std::chrono::steady_clock::now() + options_.reaper_interval;
-  int failures = 0;
-  while (!stop_keeper_.load()) {
-    try {
-      if (!connection || !connection->IsOpen()) connection = Connect("keeper");
-      auto held = leases_.Snapshot();
-      if (!held.empty() && std::chrono::steady_clock::now() >= next_renewal) {
-        next_renewal = std::chrono::steady_clock::now() + renew_every;
-        auto renewed = connection->Transact([&](store::Tx& tx) {
-          return store::RenewLeases(tx, options_.worker_id, held, options_.lease);
-        });
-        leases_.MarkLost(held, renewed);
-      }
-      if (std::chrono::steady_clock::now() >= next_reap) {
-        next_reap = std::chrono::steady_clock::now() + options_.reaper_interval;
-        auto [reaped, expired] = connection->Transact([&](store::Tx& tx) {
-          store::HeartbeatWorker(tx, options_.worker_id);
-          store::CleanupInbox(tx);
-          return std::make_pair(store::ReapExpiredLeases(tx), store::ExpireWaits(tx));
-        });
-        if (expired > 0)
-          spdlog::info("waits: {} expired, their runs took the timeout path", expired);
-        if (reaped > 0) {
-          spdlog::info("reaper: {} runs with expired leases are ready again", reaped);
-          if (options_.metrics) options_.metrics->LeasesReaped(reaped);
-          std::lock_guard stats_lock(stats_mutex_);
-          stats_.reaped += reaped;
-          Wake();
-        }
-      }
-      if (options_.retention.count() > 0 && std::chrono::steady_clock::now() >= next_retention) {
-        next_retention = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-        auto deleted = store::DeleteFinished(
-            *connection, std::chrono::ceil<std::chrono::hours>(options_.retention));
-        if (deleted.runs + deleted.waits > 0) {
-          spdlog::info("retention: deleted {} finished runs, {} events, {} waits", deleted.runs,
-                       deleted.events, deleted.waits);
-        }
-      }
-      failures = 0;
-    } catch (const std::exception& e) {
-      spdlog::warn("lease keeper: {}", e.what());
-      connection.reset();
-      ++failures;
-    }
-    std::unique_lock lock(mutex_);
-    idle_cv_.wait_for(lock, failures ? ReconnectDelay(failures) : tick,
-                      [&] { return stop_keeper_.load(); });
   }
 }
 
@@ -300,9 +313,10 @@ bool Worker::Stop() {
     for (auto& slot : slots_) slot.detach();
   }
   slots_.clear();
-  stop_keeper_ = true;
-  idle_cv_.notify_all();
-  if (keeper_.joinable()) keeper_.join();
+  // Last: the keeper renews the leases of steps still running until here.
+  if (retention_) retention_->Stop();
+  if (sweeper_) sweeper_->Stop();
+  if (keeper_) keeper_->Stop();
   auto stats = Stats();
   spdlog::info("worker {} stopped: {} claimed, {} parked, {} handed back, {} lost",
                options_.worker_id, stats.claimed, stats.parked, stats.handed_back, stats.lost);

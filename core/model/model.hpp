@@ -227,6 +227,8 @@ struct RetentionResult {
   int64_t runs = 0;
   int64_t events = 0;
   int64_t waits = 0;
+  int64_t idempotency_keys = 0;
+  bool more = false;  // stopped at its budget with more left to delete
 };
 
 }  // namespace cairn

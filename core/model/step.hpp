@@ -4,6 +4,7 @@
 // this; the engine knows nothing of dlopen or C buffers.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -60,6 +61,9 @@ struct StepCall {
   const Json* input = nullptr;
   const Json* context = nullptr;
   StepSql* sql = nullptr;  // non-null only for transactional steps
+  // The step's timeout, for a step that enforces it itself (see
+  // Step::EnforcesTimeout); zero: none.
+  std::chrono::milliseconds timeout{0};
 };
 
 // A step as the engine sees it. Invoke never throws for a step's own failure:
@@ -70,6 +74,10 @@ class Step {
   virtual const std::string& name() const = 0;
   virtual const std::string& plugin() const = 0;
   virtual StepOutcome Invoke(const StepCall& call) = 0;
+  // True when Invoke itself ends the step at call.timeout (a step run in a
+  // process of its own, which is killed): the engine then calls it on the
+  // slot's thread, with no thread of its own to abandon.
+  virtual bool EnforcesTimeout() const { return false; }
 };
 
 // Where the engine finds the step a definition's `run` names. Find is safe

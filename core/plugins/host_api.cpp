@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "errors.hpp"
+#include "logging.hpp"
 #include "step_context.hpp"
 
 namespace cairn::plugins {
@@ -93,6 +94,8 @@ void HostLog(cairn_step_ctx* ctx, cairn_log_level level, const char* message) {
       spdlog::log(spd, "plugin {}: {}", tls_loading_file ? *tls_loading_file : "?", message);
       return;
     }
+    const ScopedRunLog run_log(
+        {ctx->call->run_id, ctx->call->workflow, *ctx->step, ctx->call->attempt});
     spdlog::log(spd, "plugin {} run={} workflow={} step={} attempt={}: {}", *ctx->plugin,
                 ctx->call->run_id, ctx->call->workflow, *ctx->step, ctx->call->attempt, message);
   } catch (...) {

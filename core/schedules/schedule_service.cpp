@@ -107,16 +107,11 @@ std::vector<sys_seconds> DueTicks(const CronSchedule& cron, sys_seconds next_fir
   return ticks;
 }
 
-ScheduleService::ScheduleService(ScheduleServiceOptions options) : options_(std::move(options)) {}
+ScheduleService::ScheduleService(ScheduleServiceOptions options)
+    : PeriodicService({"schedule service", options.connection, options.interval}),
+      options_(std::move(options)) {}
 
 ScheduleService::~ScheduleService() { Stop(); }
-
-store::Connection& ScheduleService::Connection() {
-  if (!connection_ || !connection_->IsOpen()) {
-    connection_ = std::make_unique<store::Connection>(options_.connection);
-  }
-  return *connection_;
-}
 
 ScheduleSyncResult ScheduleService::Sync(const std::vector<ScheduleDefinition>& declared) {
   std::vector<ScheduleDefinition> sorted = declared;  // one lock order for every daemon
@@ -138,26 +133,27 @@ ScheduleSyncResult ScheduleService::Sync(const std::vector<ScheduleDefinition>& 
     records.emplace_back(std::move(r), CronSchedule::Parse(d.cron));
     names.push_back(d.name);
   }
-  std::lock_guard lock(mutex_);
   ScheduleSyncResult result = store::RetryTransient([&] {
-    return Connection().Transact([&](store::Tx& tx) {
-      ScheduleSyncResult r;
-      const sys_seconds now = store::ScheduleNow(tx);
-      for (const auto& [record, cron] : records) {
-        switch (store::UpsertSchedule(tx, record, cron.NextAfter(now))) {
-          case store::ScheduleSync::kInserted:
-            ++r.inserted;
-            break;
-          case store::ScheduleSync::kUpdated:
-            ++r.updated;
-            break;
-          case store::ScheduleSync::kUnchanged:
-            ++r.unchanged;
-            break;
+    return WithConnection([&](store::Connection& connection) {
+      return connection.Transact([&](store::Tx& tx) {
+        ScheduleSyncResult r;
+        const sys_seconds now = store::ScheduleNow(tx);
+        for (const auto& [record, cron] : records) {
+          switch (store::UpsertSchedule(tx, record, cron.NextAfter(now))) {
+            case store::ScheduleSync::kInserted:
+              ++r.inserted;
+              break;
+            case store::ScheduleSync::kUpdated:
+              ++r.updated;
+              break;
+            case store::ScheduleSync::kUnchanged:
+              ++r.unchanged;
+              break;
+          }
         }
-      }
-      r.disabled = store::DisableSchedulesExcept(tx, names);
-      return r;
+        r.disabled = store::DisableSchedulesExcept(tx, names);
+        return r;
+      });
     });
   });
   if (result.inserted > 0 || result.updated > 0 || !result.disabled.empty()) {
@@ -171,14 +167,24 @@ ScheduleSyncResult ScheduleService::Sync(const std::vector<ScheduleDefinition>& 
 }
 
 int64_t ScheduleService::RunOnce(const std::optional<std::string>& now) {
-  std::lock_guard lock(mutex_);
+  return WithConnection([&](store::Connection& connection) { return FireDue(connection, now); });
+}
+
+ServiceReport ScheduleService::Pass(store::Connection& connection) {
+  ServiceReport report;
+  report.Add("runs started", FireDue(connection, std::nullopt));
+  return report;
+}
+
+int64_t ScheduleService::FireDue(store::Connection& connection,
+                                 const std::optional<std::string>& now) {
   std::vector<std::string> excluded;  // failed this round: let the others run
   int64_t started = 0;
   for (int i = 0; i < options_.max_schedules_per_run; ++i) {
     std::string current;
     std::optional<Fired> fired;
     try {
-      fired = Connection().Transact([&](store::Tx& tx) -> std::optional<Fired> {
+      fired = connection.Transact([&](store::Tx& tx) -> std::optional<Fired> {
         auto due = store::ClaimDueSchedule(tx, excluded, now);
         if (!due) return std::nullopt;
         current = due->schedule.name;
@@ -201,47 +207,6 @@ int64_t ScheduleService::RunOnce(const std::optional<std::string>& now) {
   return started;
 }
 
-int64_t ScheduleService::started_total() const {
-  std::lock_guard lock(mutex_);
-  return started_total_;
-}
-
-void ScheduleService::Start() {
-  std::lock_guard lock(thread_mutex_);
-  if (thread_.joinable()) return;
-  stop_ = false;
-  thread_ = std::thread([this] { Loop(); });
-}
-
-void ScheduleService::Stop() {
-  std::thread thread;
-  {
-    std::lock_guard lock(thread_mutex_);
-    if (!thread_.joinable()) return;
-    stop_ = true;
-    thread = std::move(thread_);
-  }
-  stop_cv_.notify_all();
-  thread.join();
-}
-
-void ScheduleService::Loop() {
-  bool failing = false;
-  while (true) {
-    try {
-      RunOnce();
-      if (failing) spdlog::info("schedules: database reachable again");
-      failing = false;
-    } catch (const std::exception& e) {
-      if (!failing)
-        spdlog::warn("schedules: {} (retrying every {} ms)", e.what(), options_.interval.count());
-      failing = true;
-      std::lock_guard lock(mutex_);
-      connection_.reset();
-    }
-    std::unique_lock lock(thread_mutex_);
-    if (stop_cv_.wait_for(lock, options_.interval, [&] { return stop_; })) return;
-  }
-}
+int64_t ScheduleService::started_total() const { return started_total_.load(); }
 
 }  // namespace cairn

@@ -12,23 +12,21 @@
 // tick after now. A tick's run is due at the tick time, so workers claim
 // caught-up runs oldest first.
 //
-// Contract shared by maintenance services: Start and Stop are idempotent and
-// called from one thread; RunOnce is the testable unit and returns what it
-// did; a log line is written only when something happened. RunOnce and Sync
-// may be called from any thread (they serialise on the service's connection).
+// A maintenance service (periodic_service.hpp): Start and Stop are
+// idempotent; RunOnce is the testable unit; a log line is written only when
+// something happened. RunOnce and Sync may be called from any thread (they
+// serialise on the service's session).
 #pragma once
 
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cron.hpp"
+#include "periodic_service.hpp"
 #include "schedule.hpp"
 #include "store.hpp"
 
@@ -60,12 +58,10 @@ std::vector<std::chrono::sys_seconds> DueTicks(const CronSchedule& cron,
                                                std::chrono::sys_seconds now, int limit,
                                                bool* skipped = nullptr);
 
-class ScheduleService {
+class ScheduleService : public PeriodicService {
  public:
   explicit ScheduleService(ScheduleServiceOptions options);
-  ~ScheduleService();  // stops the thread
-  ScheduleService(const ScheduleService&) = delete;
-  ScheduleService& operator=(const ScheduleService&) = delete;
+  ~ScheduleService() override;
 
   // Makes the schedules table match the declared list: inserts and updates
   // each declared schedule, disables those no longer declared. Unchanged
@@ -78,26 +74,17 @@ class ScheduleService {
   // a problem with one schedule is logged and the others still run.
   int64_t RunOnce(const std::optional<std::string>& now = std::nullopt);
 
-  // Starts the service thread (RunOnce every interval); idempotent.
-  void Start();
-  // Stops and joins it; idempotent.
-  void Stop();
-
   int64_t started_total() const;
 
+ protected:
+  // Counts: "runs started".
+  ServiceReport Pass(store::Connection& connection) override;
+
  private:
-  void Loop();
-  store::Connection& Connection();  // with mutex_ held
+  int64_t FireDue(store::Connection& connection, const std::optional<std::string>& now);
 
   ScheduleServiceOptions options_;
-  mutable std::mutex mutex_;  // the connection and counters
-  std::unique_ptr<store::Connection> connection_;
-  int64_t started_total_ = 0;
-
-  std::mutex thread_mutex_;
-  std::condition_variable stop_cv_;
-  bool stop_ = false;
-  std::thread thread_;
+  std::atomic<int64_t> started_total_{0};
 };
 
 }  // namespace cairn

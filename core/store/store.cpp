@@ -2,6 +2,9 @@
 // the stack lock and row decoding. Queries themselves live in sql/queries.
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <random>
+
 #include "identifier.hpp"
 #include "sql_catalog.hpp"
 #include "store_internal.hpp"
@@ -9,6 +12,11 @@
 namespace cairn::store {
 
 namespace {
+
+constexpr std::string_view kPoolerAdvice =
+    "cairn needs a session of its own per connection (stack locks are session advisory "
+    "locks, wake-ups use LISTEN, statements are prepared per session): connect to "
+    "PostgreSQL directly, or through a pooler in session mode (PgBouncer pool_mode=session)";
 
 // SQLSTATEs worth retrying: the same statement can succeed a moment later.
 bool IsTransientSqlState(const std::string& state) {
@@ -50,6 +58,11 @@ ErrorKind Classify(const std::string& state) {
     while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) {
       message.pop_back();
     }
+    if (state == "42P05" || state == "26000") {
+      // A prepared statement that exists, or is missing, where this session
+      // made it: the session is shared behind a pooler in transaction mode.
+      message += "; " + std::string(kPoolerAdvice);
+    }
     throw DatabaseError(Classify(state), operation, state, message);
   } catch (const pqxx::failure& e) {
     throw DatabaseError(ErrorKind::kPermanent, operation, "", e.what());
@@ -87,8 +100,10 @@ Connection::Connection(ConnectionOptions options) : impl_(std::make_unique<Impl>
 #pragma GCC diagnostic pop
     pqxx::nontransaction setup(*impl_->connection);
     Tx::Impl tx_impl{*impl_, setup};
+    auto ms = [](std::chrono::milliseconds d) { return std::to_string(d.count()) + "ms"; };
     tx_impl.Exec("session_setup", impl_->options.application_name,
-                 std::to_string(impl_->options.idle_in_transaction_timeout.count()) + "ms");
+                 ms(impl_->options.idle_in_transaction_timeout),
+                 ms(impl_->options.statement_timeout), ms(impl_->options.lock_timeout));
   } catch (...) {
     RethrowTranslated("connect");
   }
@@ -127,6 +142,42 @@ void Connection::ExecuteOutsideTransaction(const std::function<void(Tx&)>& fn) {
     fn(tx);
   } catch (...) {
     RethrowTranslated("statement");
+  }
+}
+
+void CheckSessionPooling(const ConnectionOptions& options) {
+  std::string token = std::to_string(std::random_device{}()) + "-" +
+                      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  bool shared = false;
+  try {
+    // Plain statements only: a prepared one is what breaks behind the pooler.
+    pqxx::connection probe(options.url);
+    pqxx::connection other(options.url);
+    std::string first_pid;
+    {
+      pqxx::nontransaction tx(probe);
+      first_pid = tx.exec1("SELECT pg_backend_pid()")[0].c_str();
+      tx.exec1("SELECT set_config('cairn.session_probe', " + tx.quote(token) + ", false)");
+    }
+    // Another client takes a server connection and keeps it: behind a
+    // transaction pooler, the probe's next statement cannot get its old one
+    // back if the other took it, and finds no session setting if it did not.
+    pqxx::work hold(other);
+    hold.exec1("SELECT pg_backend_pid()");
+    pqxx::nontransaction tx(probe);
+    const pqxx::row row =
+        tx.exec1("SELECT pg_backend_pid(), current_setting('cairn.session_probe', true)");
+    shared = std::string(row[0].c_str()) != first_pid || row[1].is_null() ||
+             std::string(row[1].c_str()) != token;
+  } catch (...) {
+    RethrowTranslated("checking the session");
+  }
+  if (shared) {
+    throw InvalidArgumentError(
+        "the database connection does not keep its session between transactions: a "
+        "connection pooler in transaction or statement mode (such as PgBouncer with "
+        "pool_mode=transaction) is in the way. " +
+        std::string(kPoolerAdvice));
   }
 }
 

@@ -28,9 +28,19 @@ struct ConnectionOptions {
   std::string application_name = "cairn";
   // A transaction left idle this long (a hung step) is ended by the server.
   std::chrono::milliseconds idle_in_transaction_timeout{std::chrono::minutes(10)};
+  // Bounds on every statement of the session and on every lock wait, for
+  // sessions that must not stall (lease renewal, maintenance); zero: none.
+  std::chrono::milliseconds statement_timeout{0};
+  std::chrono::milliseconds lock_timeout{0};
 };
 
 class Tx;
+
+// Refuses, with InvalidArgumentError saying what to do, a database URL whose
+// connections do not keep their session from one transaction to the next
+// (a pooler in transaction or statement mode): stack locks, LISTEN and
+// prepared statements all live in the session. Opens two connections.
+void CheckSessionPooling(const ConnectionOptions& options);
 
 class Connection {
  public:
@@ -208,9 +218,18 @@ std::optional<IdempotencyRecord> GetIdempotencyRecord(Tx& tx, const std::string&
 int64_t CleanupIdempotencyKeys(Tx& tx, int limit = 1000);
 
 // Retention: deletes finished runs (with their history and waits) and
-// finished waits older than `older_than`, batch rows per transaction.
+// finished waits older than `older_than`, and expired idempotency keys,
+// `batch` rows per transaction. With max_batches > 0 it stops after that
+// many transactions and says whether more was left (result.more).
 RetentionResult DeleteFinished(Connection& connection, std::chrono::hours older_than,
-                               int batch = 1000);
+                               int batch = 1000, int max_batches = 0);
+
+// A session advisory lock on a fleet-wide task of this schema (say,
+// "retention"), so that one worker of the fleet runs it at a time. Held by
+// the connection until UnlockFleetTask or until the session ends. Call them
+// outside a transaction (Connection::Autocommit).
+bool TryLockFleetTask(Tx& tx, std::string_view task);
+void UnlockFleetTask(Tx& tx, std::string_view task);
 
 // Worker-side operations: claiming, leases, registration.
 struct StartRequest {
@@ -243,13 +262,30 @@ struct HeldRun {
   std::string run_id;
   int64_t version = 0;
 };
-// Extends the leases still held; returns the ids renewed (a missing id was
-// taken over and its holder must stop).
-std::vector<std::string> RenewLeases(Tx& tx, const std::string& worker_id,
-                                     const std::vector<HeldRun>& held,
-                                     std::chrono::milliseconds lease);
-// Makes runs with expired leases ready again; returns how many.
-int64_t ReapExpiredLeases(Tx& tx, int limit = 1000);
+struct LeaseRenewal {
+  std::vector<std::string> renewed;
+  // Locked by another session: skipped without waiting, neither renewed nor
+  // lost (the next renewal tries again).
+  std::vector<std::string> busy;
+  // Every held run in neither list was taken over: its holder must stop.
+};
+// Extends the leases still held, never waiting for a row lock.
+LeaseRenewal RenewLeases(Tx& tx, const std::string& worker_id, const std::vector<HeldRun>& held,
+                         std::chrono::milliseconds lease);
+// A run whose lease expired, as the reaper left it.
+struct ReapedRun {
+  std::string run_id;
+  std::string workflow;
+  std::optional<std::string> step;
+  int attempt = 0;
+  RunStatus status = RunStatus::kReady;  // ready or compensating; failed... when crashed
+  std::string previous_owner;
+  int lease_expiries = 0;  // in a row, this one included
+  bool crashed = false;    // reached crash_limit: failed with code "crashed"
+};
+// Makes runs with expired leases due again, or fails those whose lease
+// expired crash_limit times in a row without a commit.
+std::vector<ReapedRun> ReapExpiredLeases(Tx& tx, int crash_limit, int limit = 1000);
 // Hands a held run back (ready after delay) without consuming an attempt;
 // false when the run was no longer held at that version.
 bool ReleaseRun(Tx& tx, const std::string& run_id, int64_t version, const std::string& worker_id,
@@ -264,13 +300,39 @@ struct DefinitionRecord {
 };
 void RegisterDefinition(Tx& tx, const DefinitionRecord& definition);
 
+struct ServerLimits {
+  int max_connections = 0;
+  int reserved = 0;  // superuser_reserved_connections
+  int in_use = 0;    // client connections open now
+  bool superuser = false;
+  std::string role;
+};
+ServerLimits ReadServerLimits(Tx& tx);
+
 struct WorkerRecord {
   std::string id;
   std::string hostname;
   int pid = 0;
   std::vector<std::string> queues;
   std::vector<std::string> served_definitions;
+  std::string version;  // cairn's
+  int concurrency = 0;
 };
+
+// A worker whose heartbeat is older than this is not live (dead, or gone).
+inline constexpr std::chrono::milliseconds kWorkerLiveness = std::chrono::minutes(2);
+
+struct WorkerState {
+  WorkerRecord worker;
+  std::string state;  // live | dead | stopped
+  std::string started_at;
+  std::string heartbeat_at;
+  int64_t heartbeat_age_ms = 0;
+  std::optional<std::string> stopped_at;
+  Json running = Json::array();  // [{id, workflow, step}] of the runs it holds
+};
+std::vector<WorkerState> ListWorkers(Tx& tx, std::chrono::milliseconds liveness = kWorkerLiveness,
+                                     int limit = kMaxRunPage);
 void RegisterWorker(Tx& tx, const WorkerRecord& worker);
 void HeartbeatWorker(Tx& tx, const std::string& worker_id);
 void StopWorker(Tx& tx, const std::string& worker_id);

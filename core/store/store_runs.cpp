@@ -127,31 +127,50 @@ HistoryPage History(Tx& tx, const std::string& run_id, int64_t after, int limit)
   return page;
 }
 
-RetentionResult DeleteFinished(Connection& connection, std::chrono::hours older_than, int batch) {
+RetentionResult DeleteFinished(Connection& connection, std::chrono::hours older_than, int batch,
+                               int max_batches) {
   if (batch < 1) throw InvalidArgumentError("retention batch must be at least 1");
   RetentionResult total;
+  int batches = 0;
+  auto budget_left = [&] { return max_batches <= 0 || batches < max_batches; };
   // Each batch is its own short transaction so retention never holds locks
-  // or a snapshot for long.
-  while (true) {
-    auto counts = connection.Transact([&](Tx& tx) {
-      pqxx::row row = Internal(tx).Exec("retention_runs", older_than.count(), batch)[0];
-      return RetentionResult{row["runs"].as<int64_t>(), row["events"].as<int64_t>(),
-                             row["waits"].as<int64_t>()};
-    });
-    total.runs += counts.runs;
-    total.events += counts.events;
-    total.waits += counts.waits;
-    if (counts.runs < batch) break;
-  }
-  while (true) {
-    auto waits = connection.Transact([&](Tx& tx) {
-      return static_cast<int64_t>(
-          Internal(tx).Exec("retention_waits", older_than.count(), batch).size());
-    });
+  // or a snapshot for long; a full batch means there may be more.
+  auto drain = [&](const auto& one_batch) {
+    while (budget_left()) {
+      ++batches;
+      if (connection.Transact(one_batch) < batch) return;
+    }
+    total.more = true;
+  };
+  drain([&](Tx& tx) {
+    pqxx::row row = Internal(tx).Exec("retention_runs", older_than.count(), batch)[0];
+    total.runs += row["runs"].as<int64_t>();
+    total.events += row["events"].as<int64_t>();
+    total.waits += row["waits"].as<int64_t>();
+    return row["runs"].as<int64_t>();
+  });
+  drain([&](Tx& tx) {
+    const auto waits = static_cast<int64_t>(
+        Internal(tx).Exec("retention_waits", older_than.count(), batch).size());
     total.waits += waits;
-    if (waits < batch) break;
-  }
+    return waits;
+  });
+  drain([&](Tx& tx) {
+    const int64_t keys = CleanupIdempotencyKeys(tx, batch);
+    total.idempotency_keys += keys;
+    return keys;
+  });
   return total;
+}
+
+bool TryLockFleetTask(Tx& tx, std::string_view task) {
+  return Internal(tx)
+      .Exec("fleet_task_try_lock", Internal(tx).session.options.schema, std::string(task))[0][0]
+      .as<bool>();
+}
+
+void UnlockFleetTask(Tx& tx, std::string_view task) {
+  Internal(tx).Exec("fleet_task_unlock", Internal(tx).session.options.schema, std::string(task));
 }
 
 }  // namespace cairn::store

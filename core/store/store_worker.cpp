@@ -87,22 +87,37 @@ std::optional<int64_t> MillisUntilNextDue(Tx& tx, const std::vector<std::string>
   return rows[0][0].as<int64_t>();
 }
 
-std::vector<std::string> RenewLeases(Tx& tx, const std::string& worker_id,
-                                     const std::vector<HeldRun>& held,
-                                     std::chrono::milliseconds lease) {
-  std::vector<std::string> renewed;
-  if (held.empty()) return renewed;
+LeaseRenewal RenewLeases(Tx& tx, const std::string& worker_id, const std::vector<HeldRun>& held,
+                         std::chrono::milliseconds lease) {
+  LeaseRenewal renewal;
+  if (held.empty()) return renewal;
   Json batch = Json::array();
   for (const auto& h : held) batch.push_back({{"id", h.run_id}, {"version", h.version}});
   for (const auto& row : Internal(tx).Exec("renew_leases", worker_id, batch.dump(),
                                            static_cast<int64_t>(lease.count()))) {
-    renewed.emplace_back(row[0].c_str());
+    const std::string_view outcome = row["outcome"].c_str();
+    if (outcome == "renewed") renewal.renewed.emplace_back(row["id"].c_str());
+    if (outcome == "busy") renewal.busy.emplace_back(row["id"].c_str());
   }
-  return renewed;
+  return renewal;
 }
 
-int64_t ReapExpiredLeases(Tx& tx, int limit) {
-  return static_cast<int64_t>(Internal(tx).Exec("reap_leases", limit).size());
+std::vector<ReapedRun> ReapExpiredLeases(Tx& tx, int crash_limit, int limit) {
+  if (crash_limit < 1) throw InvalidArgumentError("the crash limit must be at least 1");
+  std::vector<ReapedRun> reaped;
+  for (const auto& row : Internal(tx).Exec("reap_leases", limit, crash_limit)) {
+    ReapedRun run;
+    run.run_id = row["id"].c_str();
+    run.workflow = row["workflow"].c_str();
+    run.step = OptionalText(row["cursor"]);
+    run.attempt = row["attempt"].as<int>();
+    run.status = ParseRunStatus(row["status"].c_str());
+    run.previous_owner = row["lease_owner"].c_str();
+    run.lease_expiries = row["expiries"].as<int>();
+    run.crashed = row["crashed"].as<bool>();
+    reaped.push_back(std::move(run));
+  }
+  return reaped;
 }
 
 bool ReleaseRun(Tx& tx, const std::string& run_id, int64_t version, const std::string& worker_id,
@@ -112,6 +127,12 @@ bool ReleaseRun(Tx& tx, const std::string& run_id, int64_t version, const std::s
               .empty();
 }
 
+ServerLimits ReadServerLimits(Tx& tx) {
+  const pqxx::row row = Internal(tx).Exec("server_limits")[0];
+  return {row["max_connections"].as<int>(), row["reserved"].as<int>(), row["in_use"].as<int>(),
+          row["superuser"].as<bool>(), row["role"].c_str()};
+}
+
 void RegisterDefinition(Tx& tx, const DefinitionRecord& d) {
   Internal(tx).Exec("register_definition", d.hash, d.workflow, d.version, d.first_step,
                     d.definition.dump());
@@ -119,7 +140,29 @@ void RegisterDefinition(Tx& tx, const DefinitionRecord& d) {
 
 void RegisterWorker(Tx& tx, const WorkerRecord& w) {
   Internal(tx).Exec("register_worker", w.id, w.hostname, w.pid, ArrayLiteral(w.queues),
-                    ArrayLiteral(w.served_definitions));
+                    ArrayLiteral(w.served_definitions), w.version, w.concurrency);
+}
+
+std::vector<WorkerState> ListWorkers(Tx& tx, std::chrono::milliseconds liveness, int limit) {
+  std::vector<WorkerState> workers;
+  for (const auto& row :
+       Internal(tx).Exec("list_workers", static_cast<int64_t>(liveness.count()), limit)) {
+    WorkerState w;
+    w.worker.id = row["id"].c_str();
+    w.worker.hostname = row["hostname"].c_str();
+    w.worker.pid = row["pid"].as<int>();
+    w.worker.version = row["version"].c_str();
+    w.worker.queues = JsonField(row["queues"]).get<std::vector<std::string>>();
+    w.worker.concurrency = row["concurrency"].as<int>();
+    w.state = row["state"].c_str();
+    w.started_at = row["started_at"].c_str();
+    w.heartbeat_at = row["heartbeat_at"].c_str();
+    w.heartbeat_age_ms = row["heartbeat_age_ms"].as<int64_t>();
+    w.stopped_at = OptionalText(row["stopped_at"]);
+    w.running = JsonField(row["running"]);
+    workers.push_back(std::move(w));
+  }
+  return workers;
 }
 
 void HeartbeatWorker(Tx& tx, const std::string& worker_id) {

@@ -4,9 +4,12 @@
 // (as test_steps.so); not meant for production. Stateless and reentrant.
 #include <cairn/sdk.hpp>
 #include <chrono>
+#include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -17,6 +20,14 @@ using cairn::sdk::StepContext;
 // A retryable failure with code "boom", every time.
 Outcome FailAlways(StepContext& ctx) {
   return cairn::sdk::Fail("boom", "fail_always failed on attempt " + std::to_string(ctx.attempt()));
+}
+
+// A permanent failure with input.message (whatever it holds) and code
+// input.code, and a log line with the same message.
+Outcome FailWith(StepContext& ctx) {
+  const std::string message = ctx.input().value("message", "failed");
+  ctx.warn(message);
+  return cairn::sdk::FailPermanent(ctx.input().value("code", "failed"), message);
 }
 
 // A permanent failure with code "permanent".
@@ -248,12 +259,43 @@ Outcome Echo(StepContext& ctx) {
                                {"context", ctx.context()}});
 }
 
+// Poison steps: each takes down the process it runs in, the way a buggy
+// plugin would. Under process isolation only its step process dies.
+Outcome Abort(StepContext&) { std::abort(); }
+
+// Writes through input.address (default 0): the compiler cannot see the
+// null pointer coming, so this is a real SIGSEGV, not a trap it inserted.
+Outcome NullDereference(StepContext& ctx) {
+  auto* nowhere = reinterpret_cast<volatile int*>(
+      static_cast<uintptr_t>(ctx.input().value("address", int64_t{0})));
+  *nowhere = 42;
+  return cairn::sdk::Next();
+}
+
+// Allocates and touches input.bytes (default 4 GiB): past any memory limit.
+Outcome Allocate(StepContext& ctx) {
+  const auto bytes = ctx.input().value("bytes", int64_t{4} << 30);
+  std::vector<char> block(static_cast<size_t>(bytes), 'x');
+  ctx.set("allocated", static_cast<int64_t>(block.size()));
+  return cairn::sdk::Next();
+}
+
+// Never returns (a blocking call that hangs): only a timeout ends it.
+Outcome Hang(StepContext&) {
+  while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
 }  // namespace
 
 // clang-format off
 CAIRN_PLUGIN("test_steps", "1.0.0",
              CAIRN_STEP("fail_always", FailAlways),
+             CAIRN_STEP("abort", Abort),
+             CAIRN_STEP("null_dereference", NullDereference),
+             CAIRN_STEP("allocate", Allocate),
+             CAIRN_STEP("hang", Hang),
              CAIRN_STEP("fail_permanent", FailPermanent),
+             CAIRN_STEP("fail_with", FailWith),
              CAIRN_STEP("fail_until_attempt", FailUntilAttempt),
              CAIRN_STEP("sleep_a_bit", SleepABit),
              CAIRN_STEP("record_attempt", RecordAttempt),

@@ -5,7 +5,8 @@
 -- whatever the checkpoint asks for. $14 is the compensation stack, $15 the
 -- status the run ends in once it has unwound (null going forward). Due times
 -- and the lease count from statement_timestamp(), not now(): a transactional
--- step's transaction may have started long before this statement.
+-- step's transaction may have started long before this statement. A commit
+-- ends any streak of expired leases.
 WITH updated AS (
 UPDATE {schema}.runs r SET
   context = $3::jsonb,
@@ -23,6 +24,7 @@ UPDATE {schema}.runs r SET
   error = $12,
   compensations = $14::jsonb,
   final_status = $15,
+  lease_expiries = 0,
   version = r.version + 1,
   updated_at = now(),
   finished_at = CASE WHEN r.status = 'cancelled' THEN r.finished_at

@@ -74,7 +74,15 @@ void ExpectDefaults(const DaemonConfig& c) {
   EXPECT_EQ(c.metrics.listen, "127.0.0.1:9464");
   EXPECT_EQ(c.maintenance.reaper_interval, milliseconds(5000));
   EXPECT_EQ(c.maintenance.retention, milliseconds(30LL * 86400 * 1000));
-  EXPECT_EQ(c.EffectivePoolSize(), 10);
+  EXPECT_EQ(c.maintenance.crash_limit, 3);
+  EXPECT_EQ(c.database.idle_timeout, std::chrono::minutes(1));
+  EXPECT_EQ(c.plugins.isolation, "process");
+  EXPECT_EQ(c.plugins.memory_limit, 0u);
+  // Eight slots, and the poller, lease keeper, sweeper, schedule service,
+  // LISTEN and retention.
+  EXPECT_EQ(c.FixedConnections(), 6);
+  EXPECT_EQ(c.EffectivePoolSize(), 14);
+  EXPECT_EQ(c.EffectiveConcurrency(), 8);
   EXPECT_EQ(c.EffectiveClaimBatch(), 8);
 }
 

@@ -80,6 +80,24 @@ class DaemonErrors : public StoreTest {
   std::string before_;
 };
 
+TEST_F(DaemonErrors, ConnectionsTheServerCannotHoldAreAStartupError) {
+  // The harness's server has max_connections 200.
+  DaemonOptions o = Options();
+  o.concurrency = 300;
+  ExpectStartupError(o, {"this daemon may open 306 database connections", "the server allows 197",
+                         "lower worker.concurrency"});
+}
+
+TEST_F(DaemonErrors, ASuperuserRoleIsWarnedAbout) {
+  // The harness connects as postgres, a superuser.
+  DaemonProcess daemon(Options());
+  ASSERT_TRUE(daemon.StartAndWaitReady()) << daemon.Log();
+  EXPECT_NE(daemon.Log().find("connected as role postgres, a superuser"), std::string::npos)
+      << daemon.Log();
+  daemon.Terminate();
+  EXPECT_EQ(daemon.WaitExit(30s), 0) << daemon.Log();
+}
+
 TEST_F(DaemonErrors, PluginBuiltForAnotherAbiIsAStartupError) {
   TempDir plugins("cairn-abi");
   const std::string target = plugins.path() + "/wrong_major.so";

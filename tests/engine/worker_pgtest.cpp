@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "definition.hpp"
+#include "pg_session.hpp"
 #include "plugin_registry.hpp"
 #include "store_fixture.hpp"
 #include "worker.hpp"
@@ -513,6 +514,111 @@ TEST_F(WorkerTest, TransactionControlFromAStepIsRefused) {
   EXPECT_EQ(failed.value["code"], "sql_refused");
   EXPECT_THAT(failed.value["error"].get<std::string>(), HasSubstr("transaction control"));
   EXPECT_THAT(RunColumn(id, "error"), HasSubstr("refused"));
+}
+
+// ---------------------------------------------------------------- leases
+
+TEST_F(WorkerTest, ALockedRunRowDoesNotCostTheOtherRunsTheirLeases) {
+  // Eight runs sleep in their first step for longer than the lease, so only
+  // renewals keep them. A second worker (claiming another queue) reaps any
+  // lease that lapses.
+  WorkerOptions options = Options();
+  options.concurrency = 8;
+  options.claim_batch = 8;
+  options.lease = 1000ms;
+  StartWorker(options);
+  WorkerOptions reaper = Options();
+  reaper.queues = {"elsewhere"};
+  StartWorker(reaper);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 8; ++i) ids.push_back(StartRun("two", {{"sleep_ms", 4000}}));
+  ASSERT_TRUE(Eventually(
+      [&] { return SqlInt("SELECT count(*) FROM {s}.runs WHERE status = 'running'") == 8; }));
+
+  // An operator holds one run's row for three leases.
+  {
+    PgSession operator_session(url());
+    operator_session.Value("BEGIN");
+    operator_session.Value(InSchema("SELECT 1 FROM {s}.runs WHERE id = $1 FOR UPDATE"), {ids[0]});
+    std::this_thread::sleep_for(3000ms);
+    operator_session.Value("COMMIT");
+  }
+
+  for (const auto& id : ids) ASSERT_TRUE(EventuallyStatus(id, "completed", 20s)) << Describe(id);
+  for (size_t i = 1; i < ids.size(); ++i) {
+    EXPECT_TRUE(EventsOf(ids[i], "lease_expired").empty()) << Describe(ids[i]);
+    EXPECT_THAT(CommittedSteps(ids[i]), ElementsAre("first", "second")) << Describe(ids[i]);
+  }
+}
+
+TEST_F(WorkerTest, ALargeRetentionBacklogCostsNoRunItsLease) {
+  // 100,000 runs finished two months ago, each with a history event.
+  Sql("INSERT INTO {s}.runs (workflow, definition_version, definition_hash, status, "
+      "finished_at, created_at) SELECT 'old', 1, 'h', 'completed', now() - interval '60 days', "
+      "now() - interval '61 days' FROM generate_series(1, 100000)");
+  Sql("INSERT INTO {s}.run_events (run_id, kind) SELECT id, 'completed' FROM {s}.runs "
+      "WHERE workflow = 'old'");
+  // A busy worker with a short lease deletes them while its steps run; a
+  // second worker takes over any lease that lapses.
+  WorkerOptions options = Options();
+  options.concurrency = 4;
+  options.claim_batch = 4;
+  options.lease = 1000ms;
+  options.retention = std::chrono::hours(1);
+  options.retention_interval = 100ms;
+  StartWorker(options);
+  WorkerOptions reaper = Options();
+  reaper.queues = {"elsewhere"};
+  StartWorker(reaper);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 8; ++i) ids.push_back(StartRun("two", {{"sleep_ms", 1500}}));
+  for (const auto& id : ids) ASSERT_TRUE(EventuallyStatus(id, "completed", 30s)) << Describe(id);
+  for (const auto& id : ids) {
+    EXPECT_TRUE(EventsOf(id, "lease_expired").empty()) << Describe(id);
+    EXPECT_THAT(CommittedSteps(id), ElementsAre("first", "second")) << Describe(id);
+  }
+  EXPECT_TRUE(Eventually(
+      [&] { return SqlInt("SELECT count(*) FROM {s}.runs WHERE workflow = 'old'") == 0; }, 60s));
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events e WHERE NOT EXISTS "
+                   "(SELECT 1 FROM {s}.runs r WHERE r.id = e.run_id)"),
+            0);
+}
+
+TEST_F(WorkerTest, IdleSlotsGiveTheirConnectionsBack) {
+  WorkerOptions options = Options();
+  options.concurrency = 3;
+  options.claim_batch = 3;
+  options.idle_timeout = 300ms;
+  const Worker& worker = StartWorker(options);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(StartRun("two", {{"sleep_ms", 200}}));
+  const std::string slots =
+      "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'cairn slot % " +
+      worker.id() + "'";
+  ASSERT_TRUE(Eventually([&] { return SqlInt(slots) == 3; }));
+  for (const auto& id : ids) ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
+  EXPECT_TRUE(Eventually([&] { return SqlInt(slots) == 0; }, 5s));
+  // Work opens them again.
+  const std::string later = StartRun("one");
+  EXPECT_TRUE(EventuallyStatus(later, "completed")) << Describe(later);
+}
+
+TEST_F(WorkerTest, ASlotWhoseConnectionDiedWhileIdleRunsTheNextRunAtOnce) {
+  WorkerOptions options = Options();
+  options.concurrency = 1;
+  options.claim_batch = 1;
+  options.lease = 30s;  // a lost claim would sit out its lease
+  const Worker& worker = StartWorker(options);
+  const std::string first = StartRun("one");
+  ASSERT_TRUE(EventuallyStatus(first, "completed")) << Describe(first);
+  // The slot's session is terminated while it waits for work.
+  ASSERT_EQ(SqlInt("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                   "application_name = 'cairn slot 0 " +
+                   worker.id() + "'"),
+            1);
+  const std::string next = StartRun("one");
+  EXPECT_TRUE(EventuallyStatus(next, "completed", 5s)) << Describe(next);
+  EXPECT_TRUE(EventsOf(next, "lease_expired").empty()) << Describe(next);
 }
 
 TEST_F(WorkerTest, RetentionDeletesOldFinishedRunsAndKeepsTheRest) {

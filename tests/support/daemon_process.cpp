@@ -166,15 +166,18 @@ std::string DaemonConfigYaml(const DaemonOptions& o) {
     << "  listen: " << (o.listen ? "true" : "false") << "\n"
     << "plugins:\n"
     << "  directories: " << FlowList(o.plugin_directories) << "\n"
+    << "  isolation: " << o.isolation << "\n"
+    << "  memory_limit: " << o.memory_limit << "\n"
     << "workflows:\n"
     << "  paths: " << FlowList(o.workflow_paths) << "\n"
     << "log:\n"
     << "  level: " << o.log_level << "\n"
-    << "  format: text\n"
+    << "  format: " << o.log_format << "\n"
     << "metrics:\n"
     << "  listen: \"\"\n"
     << "maintenance:\n"
-    << "  reaper_interval: " << o.reaper_interval << "\n";
+    << "  reaper_interval: " << o.reaper_interval << "\n"
+    << "  crash_limit: " << o.crash_limit << "\n";
   return y.str();
 }
 

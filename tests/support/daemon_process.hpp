@@ -54,6 +54,10 @@ struct DaemonOptions {
   std::string reaper_interval = "500ms";
   bool listen = true;
   std::string log_level = "info";
+  std::string log_format = "text";
+  std::string isolation = "process";  // plugins.isolation
+  std::string memory_limit = "0";     // plugins.memory_limit
+  int crash_limit = 3;                // maintenance.crash_limit
 };
 
 #if defined(CAIRN_BINARY) && defined(CAIRN_PLUGIN_DIR) && defined(CAIRN_SOURCE_DIR)

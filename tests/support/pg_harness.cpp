@@ -285,24 +285,6 @@ void Run(SpawnSpec spec, const std::string& what) {
   }
 }
 
-int FindFreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error(ErrnoText("socket"));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    std::string error = ErrnoText("bind 127.0.0.1:0");
-    ::close(fd);
-    throw std::runtime_error(error);
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 std::string LocalConninfo(int port) {
   return "host=127.0.0.1 port=" + std::to_string(port) +
          " user=postgres dbname=postgres connect_timeout=2";
@@ -569,6 +551,24 @@ std::string Trimmed(std::string text) {
 }
 
 }  // namespace
+
+int FindFreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error(ErrnoText("socket"));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    std::string error = ErrnoText("bind 127.0.0.1:0");
+    ::close(fd);
+    throw std::runtime_error(error);
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
 
 const std::string& DatabaseUrl() {
   std::lock_guard lock(UrlMutex());

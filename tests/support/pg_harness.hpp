@@ -36,6 +36,9 @@ std::string RunPsql(const std::string& sql);
 // Same, against another server or database.
 std::string RunPsqlAt(const std::string& url, const std::string& sql);
 
+// A TCP port on 127.0.0.1 that nothing listens on right now.
+int FindFreePort();
+
 // Restarts the harness's own server in place (same port and data): an
 // immediate shutdown, like a crash, then start-up with crash recovery. Every
 // open connection is cut. Throws std::logic_error when the server is external

@@ -1,0 +1,90 @@
+// See lease_keeper.hpp.
+#include "lease_keeper.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace cairn {
+
+LeaseKeeper::LeaseKeeper(LeaseKeeperOptions options, LeaseBook& leases)
+    : options_(std::move(options)), leases_(leases) {
+  options_.connection.application_name = "cairn lease keeper " + options_.worker_id;
+  // A renewal that cannot finish within its period is better abandoned and
+  // tried afresh than waited for while the leases run out.
+  options_.connection.statement_timeout = period();
+  options_.connection.lock_timeout = std::min(period(), std::chrono::milliseconds(1000));
+}
+
+LeaseKeeper::~LeaseKeeper() { Stop(); }
+
+std::chrono::milliseconds LeaseKeeper::period() const {
+  return std::max(std::chrono::milliseconds(50),
+                  std::min(options_.lease / 3, options_.heartbeat_interval));
+}
+
+store::LeaseRenewal LeaseKeeper::RenewOnce() {
+  std::lock_guard lock(connection_mutex_);
+  try {
+    if (!connection_ || !connection_->IsOpen()) {
+      connection_ = std::make_unique<store::Connection>(options_.connection);
+    }
+    const auto held = leases_.Snapshot();
+    store::LeaseRenewal renewal;
+    if (!held.empty()) {
+      renewal = connection_->Autocommit([&](store::Tx& tx) {
+        return store::RenewLeases(tx, options_.worker_id, held, options_.lease);
+      });
+      leases_.MarkLost(held, renewal);
+      if (!renewal.busy.empty()) {
+        spdlog::warn("lease keeper: {} run(s) locked by another session, renewal skipped: {}",
+                     renewal.busy.size(), fmt::join(renewal.busy, ", "));
+      }
+    }
+    connection_->Autocommit(
+        [&](store::Tx& tx) { store::HeartbeatWorker(tx, options_.worker_id); });
+    return renewal;
+  } catch (...) {
+    connection_.reset();
+    throw;
+  }
+}
+
+void LeaseKeeper::Start() {
+  std::lock_guard lock(mutex_);
+  if (thread_.joinable()) return;
+  stop_ = false;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void LeaseKeeper::Stop() {
+  std::thread thread;
+  {
+    std::lock_guard lock(mutex_);
+    if (!thread_.joinable()) return;
+    stop_ = true;
+    thread = std::move(thread_);
+  }
+  stop_cv_.notify_all();
+  thread.join();
+}
+
+void LeaseKeeper::Loop() {
+  bool failing = false;
+  while (true) {
+    try {
+      RenewOnce();
+      if (failing) spdlog::info("lease keeper: database reachable again");
+      failing = false;
+    } catch (const std::exception& e) {
+      if (!failing) spdlog::warn("lease keeper: {} (retrying)", e.what());
+      failing = true;
+    }
+    // After a failure, try again soon: the leases are running out.
+    const auto wait = failing ? std::min(period(), std::chrono::milliseconds(500)) : period();
+    std::unique_lock lock(mutex_);
+    if (stop_cv_.wait_for(lock, wait, [&] { return stop_; })) return;
+  }
+}
+
+}  // namespace cairn

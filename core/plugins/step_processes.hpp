@@ -1,0 +1,68 @@
+// Process isolation, the daemon's side: steps that run in supervised child
+// processes (`cairn step-host`, step_host.hpp) instead of on threads of the
+// daemon. A pool keeps idle step processes for reuse; a slot takes one for
+// each step call and gives it back. A step process that crashes, runs out of
+// memory or overruns the step's timeout (it is then killed) is replaced by a
+// new one, and the attempt fails with code "crashed" or "timeout": the
+// daemon's other runs go on, and no thread is ever left behind. Thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "plugin_registry.hpp"
+#include "step.hpp"
+
+namespace cairn::plugins {
+
+struct StepProcessOptions {
+  std::string executable;  // the cairn binary; "" = this process's own (/proc/self/exe)
+  std::vector<std::string> plugin_paths;  // what each step process loads
+  std::string log_level = "info";
+  std::string log_format = "text";
+  uint64_t memory_limit = 0;  // bytes of address space per step process; 0 = none
+  std::chrono::milliseconds start_timeout{std::chrono::seconds(30)};
+};
+
+class StepProcesses : public std::enable_shared_from_this<StepProcesses> {
+ public:
+  // Starts the first step process and learns from it which plugins and
+  // steps there are. Throws PluginError when the plugins do not load (with
+  // the loader's message) or the process does not start.
+  static std::shared_ptr<StepProcesses> Start(StepProcessOptions options);
+  ~StepProcesses();
+  StepProcesses(const StepProcesses&) = delete;
+  StepProcesses& operator=(const StepProcesses&) = delete;
+
+  // The plugins a step process loaded, in load order.
+  const std::vector<PluginInfo>& plugins() const { return plugins_; }
+
+  // The step `step_name` run in a step process, or nullptr when no plugin
+  // registered it.
+  std::shared_ptr<Step> Find(const std::string& step_name);
+
+  // Step processes started so far (a crashed or killed one is replaced).
+  int64_t started() const;
+
+ private:
+  struct Process;
+  explicit StepProcesses(StepProcessOptions options);
+  std::unique_ptr<Process> Spawn();
+  std::unique_ptr<Process> Acquire();
+  void Release(std::unique_ptr<Process> process);
+  friend class ProcessStep;
+
+  StepProcessOptions options_;
+  std::vector<PluginInfo> plugins_;
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<Process>> idle_;
+  int64_t started_ = 0;
+};
+
+}  // namespace cairn::plugins

@@ -1,0 +1,163 @@
+// See step_protocol.hpp.
+#include "step_protocol.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdint>
+
+namespace cairn::plugins {
+namespace {
+
+bool WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Reads exactly size bytes; kMessage when it did.
+ReadStatus ReadAll(int fd, char* data, size_t size,
+                   std::optional<std::chrono::steady_clock::time_point> deadline) {
+  while (size > 0) {
+    int wait_ms = -1;
+    if (deadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          *deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return ReadStatus::kTimeout;
+      wait_ms = static_cast<int>(std::min<int64_t>(left.count(), 60'000));
+    }
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, wait_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) return ReadStatus::kClosed;
+    if (ready == 0) continue;  // the deadline is checked above
+    const ssize_t n = ::read(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ReadStatus::kClosed;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return ReadStatus::kMessage;
+}
+
+std::optional<std::string> OptionalString(const Json& json, const char* key) {
+  auto it = json.find(key);
+  if (it == json.end() || it->is_null()) return std::nullopt;
+  return it->get<std::string>();
+}
+
+std::optional<int64_t> OptionalInt(const Json& json, const char* key) {
+  auto it = json.find(key);
+  if (it == json.end() || it->is_null()) return std::nullopt;
+  return it->get<int64_t>();
+}
+
+}  // namespace
+
+bool WriteFrame(int fd, const Json& message) {
+  const std::string body = message.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (body.size() > kMaxFrameBytes) return false;
+  const auto size = static_cast<uint32_t>(body.size());
+  const std::array<char, 4> header = {static_cast<char>(size & 0xff),
+                                      static_cast<char>((size >> 8) & 0xff),
+                                      static_cast<char>((size >> 16) & 0xff),
+                                      static_cast<char>((size >> 24) & 0xff)};
+  return WriteAll(fd, header.data(), header.size()) && WriteAll(fd, body.data(), body.size());
+}
+
+ReadResult ReadFrame(int fd, std::optional<std::chrono::steady_clock::time_point> deadline) {
+  std::array<unsigned char, 4> header{};
+  ReadResult result;
+  result.status = ReadAll(fd, reinterpret_cast<char*>(header.data()), header.size(), deadline);
+  if (result.status != ReadStatus::kMessage) return result;
+  const uint32_t size = header[0] | (header[1] << 8) | (header[2] << 16) |
+                        (static_cast<uint32_t>(header[3]) << 24);
+  if (size > kMaxFrameBytes) {
+    result.status = ReadStatus::kMalformed;
+    return result;
+  }
+  std::string body(size, '\0');
+  result.status = ReadAll(fd, body.data(), body.size(), deadline);
+  if (result.status != ReadStatus::kMessage) return result;
+  result.message = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (result.message.is_discarded() || !result.message.is_object()) {
+    result.status = ReadStatus::kMalformed;
+  }
+  return result;
+}
+
+Json OutcomeToJson(const StepOutcome& o) {
+  Json json = {{"kind", static_cast<int>(o.kind)},
+               {"context_updates", o.context_updates},
+               {"jump_to", o.jump_to},
+               {"wait_event", o.wait_event},
+               {"wait_key", o.wait_key},
+               {"output", o.output},
+               {"retryable", o.retryable},
+               {"error_code", o.error_code},
+               {"error_message", o.error_message},
+               {"signals", Json::array()},
+               {"children", Json::array()}};
+  if (o.wait_children) json["wait_children"] = ToString(*o.wait_children);
+  if (o.wait_timeout_ms) json["wait_timeout_ms"] = *o.wait_timeout_ms;
+  if (o.sleep_ms) json["sleep_ms"] = *o.sleep_ms;
+  if (o.sleep_until) json["sleep_until"] = *o.sleep_until;
+  for (const auto& [key, payload] : o.signals) json["signals"].push_back({key, payload});
+  for (const auto& [workflow, input] : o.children) json["children"].push_back({workflow, input});
+  return json;
+}
+
+StepOutcome OutcomeFromJson(const Json& json) {
+  StepOutcome o;
+  const int kind = json.at("kind").get<int>();
+  if (kind < static_cast<int>(OutcomeKind::kNext) || kind > static_cast<int>(OutcomeKind::kFail)) {
+    throw std::invalid_argument("unknown outcome kind " + std::to_string(kind));
+  }
+  o.kind = static_cast<OutcomeKind>(kind);
+  o.context_updates = json.at("context_updates");
+  o.jump_to = json.at("jump_to").get<std::string>();
+  o.wait_event = json.at("wait_event").get<std::string>();
+  o.wait_key = json.at("wait_key").get<std::string>();
+  if (auto mode = OptionalString(json, "wait_children")) o.wait_children = ParseChildWait(*mode);
+  o.wait_timeout_ms = OptionalInt(json, "wait_timeout_ms");
+  o.sleep_ms = OptionalInt(json, "sleep_ms");
+  o.sleep_until = OptionalString(json, "sleep_until");
+  o.output = json.at("output");
+  o.retryable = json.at("retryable").get<bool>();
+  o.error_code = json.at("error_code").get<std::string>();
+  o.error_message = json.at("error_message").get<std::string>();
+  for (const auto& signal : json.at("signals")) {
+    o.signals.emplace_back(signal.at(0).get<std::string>(), signal.at(1));
+  }
+  for (const auto& child : json.at("children")) {
+    o.children.emplace_back(child.at(0).get<std::string>(), child.at(1));
+  }
+  return o;
+}
+
+Json PluginInfoToJson(const PluginInfo& info) {
+  return {{"name", info.name},           {"version", info.version},
+          {"file", info.file},           {"abi_major", info.abi_major},
+          {"abi_minor", info.abi_minor}, {"steps", info.steps}};
+}
+
+PluginInfo PluginInfoFromJson(const Json& json) {
+  PluginInfo info;
+  info.name = json.at("name").get<std::string>();
+  info.version = json.at("version").get<std::string>();
+  info.file = json.at("file").get<std::string>();
+  info.abi_major = json.at("abi_major").get<int>();
+  info.abi_minor = json.at("abi_minor").get<int>();
+  info.steps = json.at("steps").get<std::vector<std::string>>();
+  return info;
+}
+
+}  // namespace cairn::plugins

@@ -1,0 +1,58 @@
+// `cairn step-host`: the step process of process isolation, started by the
+// daemon (never by hand) with its socket on fd 3. It ignores the stop
+// signals (the daemon drains first; the process ends when the daemon closes
+// the socket, or dies with it), caps its own memory, and serves steps
+// (core/plugins/step_host.hpp).
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <new>
+
+#include "cli.hpp"
+#include "logging.hpp"
+#include "step_host.hpp"
+
+namespace cairn::cli {
+
+namespace {
+
+constexpr int kDaemonSocket = 3;
+
+void OutOfMemory() {
+  constexpr char kMessage[] = "cairn step-host: out of memory (plugins.memory_limit)\n";
+  (void)!::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+  ::_exit(plugins::kStepHostOutOfMemory);
+}
+
+}  // namespace
+
+int RunStepHost(const std::vector<std::string>& args) {
+  po::options_description options("cairn step-host: a step process (started by cairn run)");
+  options.add_options()("parent-pid", po::value<long>()->required(), "the daemon's pid")(
+      "plugin", po::value<std::vector<std::string>>()->default_value({}, ""),
+      "a plugin file or directory (repeatable)")(
+      "log-level", po::value<std::string>()->default_value("info"), "log level")(
+      "log-format", po::value<std::string>()->default_value("text"), "text or json")(
+      "memory-limit", po::value<uint64_t>()->default_value(0), "bytes of address space; 0 none");
+  auto vm = Parse("step-host", args, options);
+
+  // Die with the daemon, even if it is killed while a step runs here.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != static_cast<pid_t>(vm["parent-pid"].as<long>())) return kExitFailure;
+  for (int signal_number : {SIGTERM, SIGINT, SIGHUP}) ::signal(signal_number, SIG_IGN);
+
+  SetUpLogging(LogSettings{vm["log-level"].as<std::string>(),
+                           vm["log-format"].as<std::string>(), "step-host"});
+  if (const uint64_t limit = vm["memory-limit"].as<uint64_t>(); limit > 0) {
+    const rlimit memory{limit, limit};
+    ::setrlimit(RLIMIT_AS, &memory);
+    std::set_new_handler(&OutOfMemory);
+  }
+  return plugins::ServeSteps(kDaemonSocket, vm["plugin"].as<std::vector<std::string>>());
+}
+
+}  // namespace cairn::cli

@@ -1,0 +1,64 @@
+// `cairn workers`: the fleet as the database sees it — each worker's host,
+// pid, version, queues, slots and heartbeat, whether it is live, dead (it
+// stopped heartbeating without stopping) or stopped, and the runs it holds.
+// A table for people, --json for scripts.
+#include <iostream>
+
+#include "cli.hpp"
+
+namespace cairn::cli {
+
+namespace {
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ",") + item;
+  return out;
+}
+
+}  // namespace
+
+int RunWorkers(const std::vector<std::string>& args) {
+  po::options_description options("cairn workers: the workers of the fleet and what each runs");
+  AddDatabaseOptions(options);
+  options.add_options()("json", "print a JSON array");
+  auto vm = Parse("workers", args, options);
+  store::Connection connection(DatabaseOptions(vm, "cairn workers"));
+  const auto workers = connection.Transact([](store::Tx& tx) { return store::ListWorkers(tx); });
+
+  if (vm.count("json")) {
+    Json out = Json::array();
+    for (const auto& w : workers) {
+      out.push_back({{"id", w.worker.id},
+                     {"state", w.state},
+                     {"host", w.worker.hostname},
+                     {"pid", w.worker.pid},
+                     {"version", w.worker.version},
+                     {"queues", w.worker.queues},
+                     {"concurrency", w.worker.concurrency},
+                     {"started_at", w.started_at},
+                     {"heartbeat_at", w.heartbeat_at},
+                     {"heartbeat_age_ms", w.heartbeat_age_ms},
+                     {"stopped_at", w.stopped_at ? Json(*w.stopped_at) : Json(nullptr)},
+                     {"running", w.running}});
+    }
+    std::cout << out.dump() << "\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& w : workers) {
+    std::string running = std::to_string(w.running.size());
+    for (const auto& run : w.running) {
+      running += " " + run.value("workflow", "") + ":" + run.value("step", "");
+    }
+    rows.push_back({w.worker.id, w.state, w.worker.hostname, std::to_string(w.worker.pid),
+                    w.worker.version, Join(w.worker.queues), std::to_string(w.worker.concurrency),
+                    std::to_string(w.heartbeat_age_ms / 1000) + "s ago", running});
+  }
+  PrintTable({"WORKER", "STATE", "HOST", "PID", "VERSION", "QUEUES", "SLOTS", "HEARTBEAT",
+              "RUNNING"},
+             rows);
+  return kExitOk;
+}
+
+}  // namespace cairn::cli
