@@ -56,8 +56,7 @@ int RunCleanup(const std::vector<std::string>& args) {
   }
   std::cout << "deleted " << counts["runs"] << " runs, " << counts["events"] << " history events, "
             << counts["waits"] << " waits, " << counts["idempotency keys"]
-            << " idempotency keys (finished more than " << FormatDuration(older_than)
-            << " ago)\n";
+            << " idempotency keys (finished more than " << FormatDuration(older_than) << " ago)\n";
   return kExitOk;
 }
 

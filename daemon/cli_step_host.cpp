@@ -45,8 +45,8 @@ int RunStepHost(const std::vector<std::string>& args) {
   if (::getppid() != static_cast<pid_t>(vm["parent-pid"].as<long>())) return kExitFailure;
   for (int signal_number : {SIGTERM, SIGINT, SIGHUP}) ::signal(signal_number, SIG_IGN);
 
-  SetUpLogging(LogSettings{vm["log-level"].as<std::string>(),
-                           vm["log-format"].as<std::string>(), "step-host"});
+  SetUpLogging(LogSettings{vm["log-level"].as<std::string>(), vm["log-format"].as<std::string>(),
+                           "step-host"});
   if (const uint64_t limit = vm["memory-limit"].as<uint64_t>(); limit > 0) {
     const rlimit memory{limit, limit};
     ::setrlimit(RLIMIT_AS, &memory);

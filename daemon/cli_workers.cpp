@@ -55,9 +55,9 @@ int RunWorkers(const std::vector<std::string>& args) {
                     w.worker.version, Join(w.worker.queues), std::to_string(w.worker.concurrency),
                     std::to_string(w.heartbeat_age_ms / 1000) + "s ago", running});
   }
-  PrintTable({"WORKER", "STATE", "HOST", "PID", "VERSION", "QUEUES", "SLOTS", "HEARTBEAT",
-              "RUNNING"},
-             rows);
+  PrintTable(
+      {"WORKER", "STATE", "HOST", "PID", "VERSION", "QUEUES", "SLOTS", "HEARTBEAT", "RUNNING"},
+      rows);
   return kExitOk;
 }
 

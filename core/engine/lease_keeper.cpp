@@ -41,8 +41,7 @@ store::LeaseRenewal LeaseKeeper::RenewOnce() {
                      renewal.busy.size(), fmt::join(renewal.busy, ", "));
       }
     }
-    connection_->Autocommit(
-        [&](store::Tx& tx) { store::HeartbeatWorker(tx, options_.worker_id); });
+    connection_->Autocommit([&](store::Tx& tx) { store::HeartbeatWorker(tx, options_.worker_id); });
     return renewal;
   } catch (...) {
     connection_.reset();

@@ -32,15 +32,14 @@ ServiceReport Retention::Pass(store::Connection& connection) {
       }
     }
   } unlock{connection};
-  const RetentionResult deleted = store::DeleteFinished(connection, options_.older_than,
-                                                        options_.batch, options_.max_batches);
+  const RetentionResult deleted =
+      store::DeleteFinished(connection, options_.older_than, options_.batch, options_.max_batches);
   report.Add("runs", deleted.runs);
   report.Add("events", deleted.events);
   report.Add("waits", deleted.waits);
   report.Add("idempotency keys", deleted.idempotency_keys);
   if (!report.Empty()) {
-    spdlog::info("retention: deleted {}{}", report.Text(),
-                 deleted.more ? " (more next pass)" : "");
+    spdlog::info("retention: deleted {}{}", report.Text(), deleted.more ? " (more next pass)" : "");
   }
   report.Add("more", deleted.more ? 1 : 0);
   return report;

@@ -15,8 +15,8 @@ namespace cairn {
 struct RetentionOptions {
   PeriodicServiceOptions service{"retention", {}, std::chrono::minutes(1)};
   std::chrono::hours older_than{24 * 30};
-  int batch = 1000;        // rows per transaction
-  int max_batches = 20;    // per pass; the rest waits for the next pass
+  int batch = 1000;      // rows per transaction
+  int max_batches = 20;  // per pass; the rest waits for the next pass
 };
 
 class Retention : public PeriodicService {

@@ -14,12 +14,12 @@ Sweeper::~Sweeper() { Stop(); }
 
 ServiceReport Sweeper::Pass(store::Connection& connection) {
   ServiceReport report;
-  const auto reaped = connection.Transact(
-      [&](store::Tx& tx) { return store::ReapExpiredLeases(tx, options_.crash_limit, options_.batch); });
+  const auto reaped = connection.Transact([&](store::Tx& tx) {
+    return store::ReapExpiredLeases(tx, options_.crash_limit, options_.batch);
+  });
   int64_t crashed = 0;
   for (const store::ReapedRun& run : reaped) {
-    const ScopedRunLog run_log(
-        {run.run_id, run.workflow, run.step.value_or(""), run.attempt + 1});
+    const ScopedRunLog run_log({run.run_id, run.workflow, run.step.value_or(""), run.attempt + 1});
     const std::string where = "run " + run.run_id + " workflow " + run.workflow + " step " +
                               run.step.value_or("?") + " attempt " +
                               std::to_string(run.attempt + 1);

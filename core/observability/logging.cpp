@@ -19,8 +19,7 @@ thread_local std::optional<RunLogFields> tls_run;
 
 std::string UtcTime(std::chrono::system_clock::time_point t) {
   const auto seconds = std::chrono::floor<std::chrono::seconds>(t);
-  const auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(t - seconds).count();
+  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(t - seconds).count();
   const std::time_t whole = std::chrono::system_clock::to_time_t(seconds);
   std::tm tm{};
   gmtime_r(&whole, &tm);
@@ -41,9 +40,8 @@ class JsonFormatter final : public spdlog::formatter {
   explicit JsonFormatter(std::string process) : process_(std::move(process)) {}
 
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
-    nlohmann::ordered_json line = {{"time", UtcTime(msg.time)},
-                                   {"level", LevelName(msg.level)},
-                                   {"pid", ::getpid()}};
+    nlohmann::ordered_json line = {
+        {"time", UtcTime(msg.time)}, {"level", LevelName(msg.level)}, {"pid", ::getpid()}};
     if (!process_.empty()) line["process"] = process_;
     line["message"] = std::string(msg.payload.data(), msg.payload.size());
     if (tls_run) {
@@ -72,8 +70,8 @@ class TextFormatter final : public spdlog::formatter {
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
     std::string text = UtcTime(msg.time) + " " + std::string(LevelName(msg.level)) + " [" +
                        std::to_string(::getpid()) + (process_.empty() ? "" : " " + process_) +
-                       "] " +
-                       logging::EscapeControl({msg.payload.data(), msg.payload.size()}) + "\n";
+                       "] " + logging::EscapeControl({msg.payload.data(), msg.payload.size()}) +
+                       "\n";
     dest.append(text.data(), text.data() + text.size());
   }
 

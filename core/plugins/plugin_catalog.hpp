@@ -24,7 +24,7 @@ struct PluginCatalogOptions {
   std::vector<std::string> paths;  // plugin files and directories
   Isolation isolation = Isolation::kProcess;
   std::map<std::string, Isolation> by_plugin;  // plugin name -> its isolation
-  plugins::StepProcessOptions processes;      // plugin_paths is filled from paths
+  plugins::StepProcessOptions processes;       // plugin_paths is filled from paths
 };
 
 class PluginCatalog : public StepCatalog {

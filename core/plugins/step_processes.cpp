@@ -157,8 +157,10 @@ class ProcessStep final : public Step {
           outcome = OutcomeFromJson(reply.message.at("outcome"));
         } catch (const std::exception& e) {
           process->Reap(/*kill_first=*/true);
-          return Failure("crashed", "step " + step + ": its step process sent a malformed "
-                                    "outcome: " + e.what());
+          return Failure("crashed", "step " + step +
+                                        ": its step process sent a malformed "
+                                        "outcome: " +
+                                        e.what());
         }
         pool_->Release(std::move(process));
         return outcome;
@@ -219,10 +221,10 @@ std::unique_ptr<StepProcesses::Process> StepProcesses::Spawn() {
   process->fd = sockets[0];
 
   std::vector<std::string> args = {options_.executable, "step-host",
-                                   "--parent-pid", std::to_string(::getpid()),
-                                   "--log-level", options_.log_level,
-                                   "--log-format", options_.log_format,
-                                   "--memory-limit", std::to_string(options_.memory_limit)};
+                                   "--parent-pid",      std::to_string(::getpid()),
+                                   "--log-level",       options_.log_level,
+                                   "--log-format",      options_.log_format,
+                                   "--memory-limit",    std::to_string(options_.memory_limit)};
   for (const auto& path : options_.plugin_paths) {
     args.push_back("--plugin");
     args.push_back(path);
@@ -301,7 +303,8 @@ void StepProcesses::Release(std::unique_ptr<Process> process) {
 std::shared_ptr<Step> StepProcesses::Find(const std::string& step_name) {
   for (const PluginInfo& info : plugins_) {
     for (const std::string& step : info.steps) {
-      if (step == step_name) return std::make_shared<ProcessStep>(shared_from_this(), step, info.name);
+      if (step == step_name)
+        return std::make_shared<ProcessStep>(shared_from_this(), step, info.name);
     }
   }
   return nullptr;

@@ -66,10 +66,9 @@ bool WriteFrame(int fd, const Json& message) {
   const std::string body = message.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (body.size() > kMaxFrameBytes) return false;
   const auto size = static_cast<uint32_t>(body.size());
-  const std::array<char, 4> header = {static_cast<char>(size & 0xff),
-                                      static_cast<char>((size >> 8) & 0xff),
-                                      static_cast<char>((size >> 16) & 0xff),
-                                      static_cast<char>((size >> 24) & 0xff)};
+  const std::array<char, 4> header = {
+      static_cast<char>(size & 0xff), static_cast<char>((size >> 8) & 0xff),
+      static_cast<char>((size >> 16) & 0xff), static_cast<char>((size >> 24) & 0xff)};
   return WriteAll(fd, header.data(), header.size()) && WriteAll(fd, body.data(), body.size());
 }
 
@@ -78,8 +77,8 @@ ReadResult ReadFrame(int fd, std::optional<std::chrono::steady_clock::time_point
   ReadResult result;
   result.status = ReadAll(fd, reinterpret_cast<char*>(header.data()), header.size(), deadline);
   if (result.status != ReadStatus::kMessage) return result;
-  const uint32_t size = header[0] | (header[1] << 8) | (header[2] << 16) |
-                        (static_cast<uint32_t>(header[3]) << 24);
+  const uint32_t size =
+      header[0] | (header[1] << 8) | (header[2] << 16) | (static_cast<uint32_t>(header[3]) << 24);
   if (size > kMaxFrameBytes) {
     result.status = ReadStatus::kMalformed;
     return result;
@@ -144,9 +143,8 @@ StepOutcome OutcomeFromJson(const Json& json) {
 }
 
 Json PluginInfoToJson(const PluginInfo& info) {
-  return {{"name", info.name},           {"version", info.version},
-          {"file", info.file},           {"abi_major", info.abi_major},
-          {"abi_minor", info.abi_minor}, {"steps", info.steps}};
+  return {{"name", info.name},           {"version", info.version},     {"file", info.file},
+          {"abi_major", info.abi_major}, {"abi_minor", info.abi_minor}, {"steps", info.steps}};
 }
 
 PluginInfo PluginInfoFromJson(const Json& json) {

@@ -32,8 +32,8 @@ struct ReadResult {
   Json message;
 };
 // Reads one frame, waiting at most until `deadline` (none: for ever).
-ReadResult ReadFrame(
-    int fd, std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
+ReadResult ReadFrame(int fd,
+                     std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
 Json OutcomeToJson(const StepOutcome& outcome);
 StepOutcome OutcomeFromJson(const Json& json);  // throws on a malformed outcome

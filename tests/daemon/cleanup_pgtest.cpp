@@ -26,10 +26,12 @@ class Cleanup : public StoreTest {
   // count runs finished `age` ago, each with two history events.
   void Finished(int count, const std::string& age, const std::string& workflow) {
     Sql("INSERT INTO {s}.runs (workflow, definition_version, definition_hash, status, "
-        "finished_at) SELECT '" + workflow + "', 1, 'h', 'completed', now() - interval '" + age +
+        "finished_at) SELECT '" +
+        workflow + "', 1, 'h', 'completed', now() - interval '" + age +
         "' FROM generate_series(1, " + std::to_string(count) + ")");
     Sql("INSERT INTO {s}.run_events (run_id, kind) SELECT id, k FROM {s}.runs, "
-        "unnest(ARRAY['started', 'completed']) k WHERE workflow = '" + workflow + "'");
+        "unnest(ARRAY['started', 'completed']) k WHERE workflow = '" +
+        workflow + "'");
   }
 };
 
@@ -59,9 +61,10 @@ TEST_F(Cleanup, DeletesWhatFinishedLongerAgoAndSaysWhat) {
 TEST_F(Cleanup, StandsAsideWhileAWorkerHoldsTheRetentionLock) {
   Finished(5, "3 days", "old");
   PgSession worker(url());
-  ASSERT_EQ(worker.Value("SELECT pg_try_advisory_lock(hashtextextended($1 || ':task:retention', 0))",
-                         {schema()}),
-            "t");
+  ASSERT_EQ(
+      worker.Value("SELECT pg_try_advisory_lock(hashtextextended($1 || ':task:retention', 0))",
+                   {schema()}),
+      "t");
   const CommandResult result = Cli({"cleanup", "--older-than", "1d"});
   EXPECT_EQ(result.exit_code, 4) << result.out << result.err;
   EXPECT_NE(result.err.find("deleting right now"), std::string::npos) << result.err;

@@ -47,9 +47,10 @@ class FaultInjection : public StoreTest {
 
   // Terminates up to n backends of cairn (daemons and their slots).
   void TerminateBackends(int n) const {
-    RunPsql("SELECT count(pg_terminate_backend(pid)) FROM (SELECT pid FROM pg_stat_activity "
-            "WHERE application_name LIKE 'cairn%' ORDER BY random() LIMIT " +
-            std::to_string(n) + ") p");
+    RunPsql(
+        "SELECT count(pg_terminate_backend(pid)) FROM (SELECT pid FROM pg_stat_activity "
+        "WHERE application_name LIKE 'cairn%' ORDER BY random() LIMIT " +
+        std::to_string(n) + ") p");
   }
 };
 
@@ -59,7 +60,9 @@ TEST_F(FaultInjection, FiveHundredRunsSurviveEveryFaultAtOnce) {
   Sql("CREATE TABLE {s}.transitions (run_id uuid NOT NULL, from_version bigint NOT NULL, "
       "to_version bigint NOT NULL)");
   Sql("CREATE FUNCTION {s}.record_transition() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-      "INSERT INTO " + InSchema("{s}") + ".transitions VALUES (NEW.id, OLD.version, NEW.version); "
+      "INSERT INTO " +
+      InSchema("{s}") +
+      ".transitions VALUES (NEW.id, OLD.version, NEW.version); "
       "RETURN NEW; END $$");
   Sql("CREATE TRIGGER record_transition AFTER UPDATE ON {s}.runs FOR EACH ROW "
       "WHEN (OLD.version <> NEW.version) EXECUTE FUNCTION {s}.record_transition()");
@@ -98,7 +101,9 @@ TEST_F(FaultInjection, FiveHundredRunsSurviveEveryFaultAtOnce) {
   TerminateBackends(6);
 
   ASSERT_TRUE(PollUntil([&] { return Count("status = 'completed'") == 500; }, 180s, 200ms))
-      << StatusSummary() << "\n--- a ---\n" << a->Log() << "\n--- b ---\n" << b->Log();
+      << StatusSummary() << "\n--- a ---\n"
+      << a->Log() << "\n--- b ---\n"
+      << b->Log();
   a->Terminate();
   b->Terminate();
   EXPECT_EQ(a->WaitExit(30s), 0) << a->Log();
@@ -113,8 +118,7 @@ TEST_F(FaultInjection, FiveHundredRunsSurviveEveryFaultAtOnce) {
             0);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE kind = 'step_committed'"), 1500);
   // Versions moved one at a time, and every move was recorded.
-  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.transitions WHERE to_version <> from_version + 1"),
-            0);
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.transitions WHERE to_version <> from_version + 1"), 0);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM (SELECT run_id, to_version FROM {s}.transitions GROUP BY "
                    "run_id, to_version HAVING count(*) > 1) d"),
             0);

@@ -50,15 +50,16 @@ class Poison : public DaemonTest {
   }
 
   std::string Journal(const std::string& id) const {
-    return Sql("SELECT coalesce(string_agg(step, ' ' ORDER BY id), '') FROM {s}.journal "
-               "WHERE run_id = '" + id + "'");
+    return Sql(
+        "SELECT coalesce(string_agg(step, ' ' ORDER BY id), '') FROM {s}.journal "
+        "WHERE run_id = '" +
+        id + "'");
   }
 
   // The value of the run's last event of a kind, as JSON (null when none).
   Json LastEvent(const std::string& id, const std::string& kind) const {
-    const std::string value =
-        Sql("SELECT value FROM {s}.run_events WHERE run_id = '" + id + "' AND kind = '" + kind +
-            "' ORDER BY position DESC LIMIT 1");
+    const std::string value = Sql("SELECT value FROM {s}.run_events WHERE run_id = '" + id +
+                                  "' AND kind = '" + kind + "' ORDER BY position DESC LIMIT 1");
     return value.empty() ? Json() : Json::parse(value);
   }
 
@@ -103,8 +104,9 @@ TEST_F(Poison, OnThreadsACrashingStepFailsItsRunAsCrashedOnceTheCrashLimitIsReac
   EXPECT_EQ(Journal(id), "reserve undo_a");
   EXPECT_EQ(RunEventCount(id, "compensated"), 1);
   // Each takeover named the run, its workflow, step and attempt.
-  EXPECT_NE(takeover_log.find("run " + id + " workflow poison_abort step boom attempt 1: taken over"),
-            std::string::npos)
+  EXPECT_NE(
+      takeover_log.find("run " + id + " workflow poison_abort step boom attempt 1: taken over"),
+      std::string::npos)
       << takeover_log;
   EXPECT_NE(takeover_log.find("(code crashed)"), std::string::npos) << takeover_log;
 

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace cairn {
@@ -24,8 +24,8 @@ struct Captured {
   std::shared_ptr<spdlog::logger> logger;
 
   Captured(const std::string& format, std::chrono::seconds window) {
-    auto sink = logging::MakeRateLimitedSink(
-        std::make_shared<spdlog::sinks::ostream_sink_st>(out), window);
+    auto sink =
+        logging::MakeRateLimitedSink(std::make_shared<spdlog::sinks::ostream_sink_st>(out), window);
     sink->set_formatter(logging::MakeFormatter(format, "test"));
     logger = std::make_shared<spdlog::logger>("test", sink);
     logger->set_level(spdlog::level::trace);
@@ -129,7 +129,9 @@ TEST(RepeatedLogLines, AfterTheWindowTheNextOneSaysHowManyWereHeldBack) {
 }
 
 TEST(EscapeControl, EscapesOnlyControlCharacters) {
-  EXPECT_EQ(logging::EscapeControl("a\nb\x7f" "c é"), "a\\nb\\x7fc é");
+  EXPECT_EQ(logging::EscapeControl("a\nb\x7f"
+                                   "c é"),
+            "a\\nb\\x7fc é");
 }
 
 }  // namespace
