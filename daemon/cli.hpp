@@ -41,7 +41,15 @@ struct Subcommand {
 
 const std::vector<Subcommand>& Subcommands();
 
-// Prints rows under a header as aligned columns, for people (--json is for scripts).
+// Text for a terminal: control characters (C0, DEL, C1), invalid UTF-8 and
+// the bidirectional-override characters come out as \xHH or \uHHHH
+// escapes, so no value read from the database (a run key, an error) can move
+// the cursor, rewrite the screen or hide text. Every line for people goes
+// through it; --json output stays JSON.
+std::string Printable(std::string_view text);
+
+// Prints rows under a header as aligned columns, for people (--json is for
+// scripts); every cell goes through Printable.
 void PrintTable(const std::vector<std::string>& header,
                 const std::vector<std::vector<std::string>>& rows);
 

@@ -1,5 +1,8 @@
 // Subcommands that start and inspect runs: start, show, list, history,
 // cancel, plugins. Tables for people by default, --json for scripts.
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -18,6 +21,37 @@ namespace {
 constexpr size_t kMaxPayloadBytes = 1 << 20;
 constexpr int kMaxJsonDepth = 64;
 
+// Up to limit + 1 bytes of a stream: enough to tell an oversized input
+// without reading all of it.
+std::string ReadBounded(std::istream& in, size_t limit) {
+  std::string text(limit + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return text;
+}
+
+// The text of a JSON option: the value itself, @FILE for a file's content, or
+// - for standard input (a command line holds at most 128 KiB per argument).
+std::string JsonArgument(const std::string& option, const std::string& value) {
+  if (value == "-") {
+    std::string text = ReadBounded(std::cin, kMaxPayloadBytes);
+    if (std::cin.bad()) throw InvalidArgumentError(option + " -: cannot read standard input");
+    return text;
+  }
+  if (!value.empty() && value.front() == '@') {
+    const std::string file = value.substr(1);
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      throw InvalidArgumentError(option + " @" + file + ": cannot read " + file + ": " +
+                                 std::strerror(errno));
+    }
+    std::string text = ReadBounded(in, kMaxPayloadBytes);
+    if (in.bad()) throw InvalidArgumentError(option + " @" + file + ": read error");
+    return text;
+  }
+  return value;
+}
+
 int Depth(const Json& value) {
   if (!value.is_structured()) return 0;
   int deepest = 0;
@@ -27,8 +61,8 @@ int Depth(const Json& value) {
 
 Json ParsePayload(const std::string& what, const std::string& text) {
   if (text.size() > kMaxPayloadBytes) {
-    throw InvalidArgumentError(what + " is " + std::to_string(text.size()) +
-                               " bytes; the limit is " + std::to_string(kMaxPayloadBytes));
+    throw InvalidArgumentError(what + " is more than " + std::to_string(kMaxPayloadBytes) +
+                               " bytes, the limit");
   }
   // nlohmann's parser is recursive: check nesting with a flat scan first.
   int depth = 0;
@@ -147,7 +181,8 @@ int RunStart(const std::vector<std::string>& args) {
   po::options_description options("cairn start WORKFLOW: start a run, print its id");
   AddDatabaseOptions(options);
   options.add_options()("workflow", po::value<std::string>()->required(), "workflow name")(
-      "input", po::value<std::string>()->default_value("{}"), "run input, a JSON object")(
+      "input", po::value<std::string>()->default_value("{}"),
+      "run input, a JSON object; @FILE reads it from a file, - from standard input")(
       "key", po::value<std::string>(), "idempotency key: a second start returns the same run")(
       "queue", po::value<std::string>(), "queue (default: the workflow's)")(
       "priority", po::value<int>()->default_value(0), "higher runs first")(
@@ -161,9 +196,12 @@ int RunStart(const std::vector<std::string>& args) {
 
   store::StartRequest request;
   request.workflow = vm["workflow"].as<std::string>();
-  request.input = ParsePayload("--input", vm["input"].as<std::string>());
+  request.input = ParsePayload("--input", JsonArgument("--input", vm["input"].as<std::string>()));
   if (!request.input.is_object()) throw InvalidArgumentError("--input must be a JSON object");
-  if (vm.count("key")) request.key = vm["key"].as<std::string>();
+  if (vm.count("key")) {
+    request.key = vm["key"].as<std::string>();
+    ValidateKey("--key", *request.key);
+  }
   if (vm.count("queue")) request.queue = vm["queue"].as<std::string>();
   request.priority = vm["priority"].as<int>();
   request.namespace_name = vm["namespace"].as<std::string>();
@@ -204,11 +242,14 @@ int RunShow(const std::vector<std::string>& args) {
   Json object = RunToJson(run);
   for (const auto& [key, value] : object.items()) {
     std::cout << std::left << std::setw(20) << key
-              << (value.is_string() ? value.get<std::string>() : value.dump()) << "\n";
+              << Printable(value.is_string() ? value.get<std::string>() : value.dump()) << "\n";
   }
   for (const auto& wait : waits) {
-    std::cout << std::left << std::setw(20) << "wait" << wait.correlation_key << " " << wait.event
-              << " " << ToString(wait.status) << " expires " << Optional(wait.expires_at) << "\n";
+    std::cout << std::left << std::setw(20) << "wait"
+              << Printable(wait.correlation_key + " " + wait.event + " " +
+                           std::string(ToString(wait.status)) + " expires " +
+                           Optional(wait.expires_at))
+              << "\n";
   }
   return kExitOk;
 }
@@ -274,7 +315,7 @@ int RunList(const std::vector<std::string>& args) {
                     std::to_string(run.attempt), Optional(run.key), run.created_at});
   }
   PrintTable({"ID", "WORKFLOW", "STATUS", "CURSOR", "ATTEMPT", "KEY", "CREATED"}, rows);
-  if (page.next_cursor) std::cout << "more: --cursor '" << *page.next_cursor << "'\n";
+  if (page.next_cursor) std::cout << "more: --cursor '" << Printable(*page.next_cursor) << "'\n";
   return kExitOk;
 }
 
@@ -353,14 +394,17 @@ int RunSignal(const std::vector<std::string>& args) {
       "cairn signal KEY: deliver an event payload to the wait with this correlation key");
   AddDatabaseOptions(options);
   options.add_options()("key", po::value<std::string>()->required(), "correlation key")(
-      "payload", po::value<std::string>()->default_value("{}"), "event payload, JSON")(
+      "payload", po::value<std::string>()->default_value("{}"),
+      "event payload, JSON; @FILE reads it from a file, - from standard input")(
       "inbox-retention", po::value<std::string>()->default_value("24h"),
       "how long a signal for a wait that does not exist yet is kept");
   po::positional_options_description positional;
   positional.add("key", 1);
   auto vm = Parse("signal", args, options, positional);
   const std::string key = vm["key"].as<std::string>();
-  Json payload = ParsePayload("--payload", vm["payload"].as<std::string>());
+  ValidateKey("the correlation key", key);
+  Json payload =
+      ParsePayload("--payload", JsonArgument("--payload", vm["payload"].as<std::string>()));
   auto retention = ParseDuration(vm["inbox-retention"].as<std::string>());
   auto connection = Connect(vm, "signal");
   auto outcome = store::RetryTransient([&] {
@@ -369,21 +413,23 @@ int RunSignal(const std::vector<std::string>& args) {
   });
   switch (outcome) {
     case store::SignalOutcome::kDelivered:
-      std::cout << "delivered: the run waiting on " << key << " resumes\n";
+      std::cout << "delivered: the run waiting on " << Printable(key) << " resumes\n";
       return kExitOk;
     case store::SignalOutcome::kAlreadyDelivered:
-      std::cout << "already delivered: " << key << " was signalled before; nothing changed\n";
+      std::cout << "already delivered: " << Printable(key)
+                << " was signalled before; nothing changed\n";
       return kExitAlreadyDone;
     case store::SignalOutcome::kExpired:
-      std::cerr << "cairn signal: the wait on " << key << " expired; nothing changed\n";
+      std::cerr << "cairn signal: the wait on " << Printable(key) << " expired; nothing changed\n";
       return kExitExpired;
     case store::SignalOutcome::kCancelled:
-      std::cerr << "cairn signal: the wait on " << key
+      std::cerr << "cairn signal: the wait on " << Printable(key)
                 << " was cancelled with its run; nothing changed\n";
       return kExitConflict;
     case store::SignalOutcome::kStored:
-      std::cerr << "cairn signal: no wait with key " << key << " yet; the signal is kept for "
-                << vm["inbox-retention"].as<std::string>()
+      std::cerr << "cairn signal: no wait with key " << Printable(key)
+                << " yet; the signal is kept for "
+                << Printable(vm["inbox-retention"].as<std::string>())
                 << " and resumes the run that waits on it\n";
       return kExitNotFound;
   }
@@ -443,9 +489,10 @@ int RunPlugins(const std::vector<std::string>& args) {
     return kExitOk;
   }
   for (const auto& p : plugins->List()) {
-    std::cout << p.name << " " << p.version << " (ABI " << p.abi_major << "." << p.abi_minor << ", "
-              << ToString(plugins->IsolationOf(p.name)) << ") " << p.file << "\n";
-    for (const auto& step : p.steps) std::cout << "  " << step << "\n";
+    std::cout << Printable(p.name + " " + p.version) << " (ABI " << p.abi_major << "."
+              << p.abi_minor << ", " << ToString(plugins->IsolationOf(p.name)) << ") "
+              << Printable(p.file) << "\n";
+    for (const auto& step : p.steps) std::cout << "  " << Printable(step) << "\n";
   }
   return kExitOk;
 }

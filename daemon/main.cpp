@@ -44,6 +44,18 @@ void PrintUsage(std::ostream& out) {
   out << "\nrun 'cairn <command> --help' for a command's options\n";
 }
 
+// An error for people: one line each, escaped like all human output (an
+// error may quote a value read from the database or the command line).
+void PrintError(const std::string& command, std::string_view message) {
+  std::cerr << "cairn " << command << ": ";
+  for (size_t start = 0;;) {
+    const size_t end = message.find('\n', start);
+    std::cerr << Printable(message.substr(start, end - start)) << "\n";
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+}
+
 int ExitCodeFor(const Error& e) {
   switch (e.kind()) {
     case ErrorKind::kInvalidArgument:
@@ -78,17 +90,17 @@ int main(int argc, char** argv) {
       return command.run(args);
     } catch (const UsageError& e) {
       if (e.what()[0] == '\0') return kExitOk;  // --help was printed
-      std::cerr << e.what() << "\n";
+      std::cerr << Printable(e.what()) << "\n";
       return kExitUsage;
     } catch (const cairn::Error& e) {
-      std::cerr << "cairn " << name << ": " << e.what() << "\n";
+      PrintError(name, e.what());
       return ExitCodeFor(e);
     } catch (const std::exception& e) {
-      std::cerr << "cairn " << name << ": " << e.what() << "\n";
+      PrintError(name, e.what());
       return kExitFailure;
     }
   }
-  std::cerr << "cairn: unknown command \"" << name << "\"\n\n";
+  std::cerr << "cairn: unknown command \"" << Printable(name) << "\"\n\n";
   PrintUsage(std::cerr);
   return kExitUsage;
 }

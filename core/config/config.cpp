@@ -3,15 +3,19 @@
 // (which maps key paths back to lines), ApplyEnvironment and ValidateConfig.
 #include "config.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
 #include <set>
 
 #include "definition.hpp"
@@ -36,6 +40,22 @@ constexpr int kMaxClaimBatch = 10000;
 constexpr int kMaxCrashLimit = 100;
 
 std::string Quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+std::string ModeText(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+// What others (neither owner nor group) may do with a file of this mode.
+std::string OthersMayText(mode_t mode) {
+  const bool read = (mode & S_IROTH) != 0;
+  const bool write = (mode & S_IWOTH) != 0;
+  return std::string(read && write ? "readable and writable"
+                     : read        ? "readable"
+                                   : "writable") +
+         " by others";
+}
 
 template <std::size_t N>
 std::string OneOf(const std::array<std::string_view, N>& values) {
@@ -70,6 +90,10 @@ void CheckConfig(const DaemonConfig& c, const FailFn& fail) {
   if (!IsValidIdentifier(c.database.schema)) {
     fail("database.schema", "invalid schema name " + Quoted(c.database.schema) +
                                 ": must match ^[A-Za-z_][A-Za-z0-9_]{0,62}$");
+  }
+  if (const char* reason = ReservedSchemaReason(c.database.schema)) {
+    fail("database.schema",
+         "schema name " + Quoted(c.database.schema) + " is reserved: " + std::string(reason));
   }
   if (c.database.pool_size < 0 || c.database.pool_size > kMaxPoolSize) {
     fail("database.pool_size", "must be an integer between 0 and " + std::to_string(kMaxPoolSize) +
@@ -388,7 +412,27 @@ DaemonConfig LoadConfig(const fs::path& file) {
   std::error_code ec;
   fs::path base = fs::absolute(file, ec).parent_path();
   if (ec) base = file.parent_path();
-  return LoadConfigFromString(ReadYamlFile(file), file.string(), base);
+  // Refused as ssh refuses its configuration: a file anyone may change
+  // decides which database, plugins and workflows cairn uses.
+  struct stat st {};
+  const bool have_mode = ::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  if (have_mode && (st.st_mode & S_IWOTH) != 0) {
+    throw ConfigError(file.string(), 0, "",
+                      "the configuration file is writable by others (mode " + ModeText(st.st_mode) +
+                          "): anyone could change the database, plugins and workflows it names; "
+                          "chmod o-w " +
+                          file.string());
+  }
+  DaemonConfig config = LoadConfigFromString(ReadYamlFile(file), file.string(), base);
+  if (have_mode && (st.st_mode & S_IROTH) != 0 &&
+      config.database.url_origin == "database.url in " + file.string() &&
+      DatabaseUrlHasPassword(config.database.url)) {
+    throw ConfigError(file.string(), 0, "database.url",
+                      "holds a password, and the file is readable by others (mode " +
+                          ModeText(st.st_mode) + "): chmod o-r " + file.string() +
+                          ", or keep the URL in database.url_file or database.url_credential");
+  }
+  return config;
 }
 
 DaemonConfig LoadConfigFromString(std::string_view text, const std::string& source,
@@ -453,16 +497,40 @@ void ValidateConfig(const DaemonConfig& config) {
 
 std::string ReadSecretFile(const fs::path& file, const std::string& what) {
   constexpr std::size_t kMaxSecret = 64 * 1024;
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) {
-    throw ConfigError(file.string(), 0, "",
-                      what + ": " + (fs::exists(file, ec) ? "not a regular file" : "no such file"));
+  // O_NONBLOCK: opening a FIFO must not hang; a regular file ignores it.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
+    throw ConfigError(
+        file.string(), 0, "",
+        what + ": " +
+            (errno == ENOENT ? std::string("no such file")
+                             : "cannot open for reading: " + std::string(std::strerror(errno))));
   }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ConfigError(file.string(), 0, "", what + ": cannot open for reading");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  // The mode of the file that is read, not of whatever the path names later.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    throw ConfigError(file.string(), 0, "", what + ": not a regular file");
+  }
+  if ((st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
+    throw ConfigError(file.string(), 0, "",
+                      what + ": " + OthersMayText(st.st_mode) + " (mode " + ModeText(st.st_mode) +
+                          "); a secret must be for its owner and group alone: chmod o-rw " +
+                          file.string());
+  }
   std::string secret(kMaxSecret + 1, '\0');
-  in.read(secret.data(), static_cast<std::streamsize>(secret.size()));
-  secret.resize(static_cast<std::size_t>(in.gcount()));
+  std::size_t filled = 0;
+  while (filled < secret.size()) {
+    const ssize_t n = ::read(fd, secret.data() + filled, secret.size() - filled);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw ConfigError(file.string(), 0, "", what + ": read error");
+    if (n == 0) break;
+    filled += static_cast<std::size_t>(n);
+  }
+  secret.resize(filled);
   if (secret.size() > kMaxSecret) {
     throw ConfigError(file.string(), 0, "", what + ": larger than 64 KiB");
   }
@@ -471,43 +539,70 @@ std::string ReadSecretFile(const fs::path& file, const std::string& what) {
   return secret;
 }
 
-std::string RedactDatabaseUrl(std::string_view url) {
-  std::string out(url);
-  // URI form: scheme://user:password@host/...
-  if (const std::size_t scheme = out.find("://"); scheme != std::string::npos) {
+namespace {
+
+// Where the passwords of a connection string are, as (offset, length) pairs
+// in increasing order: a URI's user:password@ and every password=... (a
+// query parameter or a key=value pair, possibly quoted).
+std::vector<std::pair<std::size_t, std::size_t>> PasswordSpans(std::string_view url) {
+  std::vector<std::pair<std::size_t, std::size_t>> spans;
+  if (const std::size_t scheme = url.find("://"); scheme != std::string_view::npos) {
     const std::size_t authority = scheme + 3;
-    const std::size_t end = out.find_first_of("/?#", authority);
-    const std::size_t at = out.rfind('@', end == std::string::npos ? out.size() : end);
-    if (at != std::string::npos && at > authority) {
-      const std::size_t colon = out.find(':', authority);
-      if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "****");
+    const std::size_t end = url.find_first_of("/?#", authority);
+    const std::size_t at = url.rfind('@', end == std::string_view::npos ? url.size() : end);
+    if (at != std::string_view::npos && at > authority) {
+      const std::size_t colon = url.find(':', authority);
+      if (colon != std::string_view::npos && colon < at) {
+        spans.emplace_back(colon + 1, at - colon - 1);
+      }
     }
   }
-  // password=... as a query parameter or a key=value pair (possibly quoted).
   std::size_t pos = 0;
-  while ((pos = out.find("password", pos)) != std::string::npos) {
+  while ((pos = url.find("password", pos)) != std::string_view::npos) {
     std::size_t eq = pos + 8;
-    while (eq < out.size() && out[eq] == ' ') ++eq;
+    while (eq < url.size() && url[eq] == ' ') ++eq;
     const bool at_key =
-        pos == 0 || out[pos - 1] == '?' || out[pos - 1] == '&' || out[pos - 1] == ' ';
-    if (!at_key || eq >= out.size() || out[eq] != '=') {
+        pos == 0 || url[pos - 1] == '?' || url[pos - 1] == '&' || url[pos - 1] == ' ';
+    if (!at_key || eq >= url.size() || url[eq] != '=') {
       pos += 8;
       continue;
     }
     std::size_t start = eq + 1;
-    while (start < out.size() && out[start] == ' ') ++start;
+    while (start < url.size() && url[start] == ' ') ++start;
     std::size_t stop = start;
-    if (stop < out.size() && out[stop] == '\'') {
+    if (stop < url.size() && url[stop] == '\'') {
       ++stop;
-      while (stop < out.size() && out[stop] != '\'') stop += out[stop] == '\\' ? 2 : 1;
-      stop = std::min(stop + 1, out.size());
+      while (stop < url.size() && url[stop] != '\'') stop += url[stop] == '\\' ? 2 : 1;
+      stop = std::min(stop + 1, url.size());
     } else {
-      while (stop < out.size() && out[stop] != '&' && out[stop] != ' ') ++stop;
+      while (stop < url.size() && url[stop] != '&' && url[stop] != ' ') ++stop;
     }
-    out.replace(start, stop - start, "****");
-    pos = start + 4;
+    spans.emplace_back(start, stop - start);
+    pos = stop;
   }
+  return spans;
+}
+
+}  // namespace
+
+std::string RedactDatabaseUrl(std::string_view url) {
+  std::string out;
+  std::size_t copied = 0;
+  for (const auto& [start, length] : PasswordSpans(url)) {
+    if (start < copied) continue;
+    out.append(url.substr(copied, start - copied));
+    out += "****";
+    copied = start + length;
+  }
+  out.append(url.substr(std::min(copied, url.size())));
   return out;
+}
+
+bool DatabaseUrlHasPassword(std::string_view url) {
+  for (const auto& [start, length] : PasswordSpans(url)) {
+    if (length > 0) return true;
+  }
+  return false;
 }
 
 }  // namespace cairn

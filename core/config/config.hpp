@@ -106,7 +106,9 @@ struct DaemonConfig {
 // Loads and validates a config file. Relative paths (plugins.directories,
 // workflows.paths, database.url_file) are resolved against the file's
 // folder. Throws ConfigError "file:line: key.path: problem" for malformed
-// YAML, unknown keys, invalid values and an unreadable secret.
+// YAML, unknown keys, invalid values and an unreadable secret, and refuses
+// a file writable by others, or one readable by others whose database.url
+// holds a password (docs/security.md).
 DaemonConfig LoadConfig(const std::filesystem::path& file);
 
 // The same from text. Relative paths resolve against base_dir, or against
@@ -130,11 +132,16 @@ void ApplyEnvironment(DaemonConfig& config, const EnvLookup& env);
 void ValidateConfig(const DaemonConfig& config);
 
 // Reads a secret file: the whole content without trailing CR/LF. Throws
-// ConfigError naming `what` when missing, unreadable, empty or over 64 KiB.
+// ConfigError naming `what` when missing, unreadable, empty, over 64 KiB, or
+// readable or writable by others (group access is allowed: a service's
+// group may share a secret).
 std::string ReadSecretFile(const std::filesystem::path& file, const std::string& what);
 
 // The URL with any password replaced by "****" (URI user:password@, the
 // password= query parameter, and password=... in key=value form).
 std::string RedactDatabaseUrl(std::string_view url);
+
+// True when the URL carries a non-empty password in one of those forms.
+bool DatabaseUrlHasPassword(std::string_view url);
 
 }  // namespace cairn

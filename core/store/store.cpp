@@ -34,12 +34,21 @@ bool IsTransientSqlState(const std::string& state) {
   return kTransient.count(state) > 0;
 }
 
+std::string Trimmed(std::string message) {
+  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) {
+    message.pop_back();
+  }
+  return message;
+}
+
 }  // namespace
 
 ErrorKind Classify(const std::string& state) {
   if (IsTransientSqlState(state)) return ErrorKind::kTransient;
-  // Data exceptions: a malformed id, timestamp or JSON value in the input.
-  if (state.rfind("22", 0) == 0) return ErrorKind::kInvalidArgument;
+  // Data exceptions (a malformed id, timestamp or JSON value in the input)
+  // and limits exceeded (an input, payload or context over its cap in the
+  // limits table, an index row too large).
+  if (state.rfind("22", 0) == 0 || state.rfind("54", 0) == 0) return ErrorKind::kInvalidArgument;
   return ErrorKind::kPermanent;
 }
 
@@ -53,17 +62,27 @@ ErrorKind Classify(const std::string& state) {
   } catch (const pqxx::broken_connection& e) {
     throw DatabaseError(ErrorKind::kTransient, operation, "08006", e.what());
   } catch (const pqxx::sql_error& e) {
-    const std::string state = e.sqlstate();
-    std::string message = e.what();
-    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) {
-      message.pop_back();
+    std::string state = e.sqlstate();
+    // libpqxx 6.4 builds insufficient_privilege without its SQLSTATE.
+    if (state.empty() && dynamic_cast<const pqxx::insufficient_privilege*>(&e) != nullptr) {
+      state = "42501";
     }
+    std::string message = Trimmed(e.what());
     if (state == "42P05" || state == "26000") {
       // A prepared statement that exists, or is missing, where this session
       // made it: the session is shared behind a pooler in transaction mode.
       message += "; " + std::string(kPoolerAdvice);
     }
     throw DatabaseError(Classify(state), operation, state, message);
+  } catch (const pqxx::transaction_rollback& e) {
+    // Not an sql_error in libpqxx 6.4, and without a SQLSTATE: its type says
+    // which one it was.
+    const std::string state = dynamic_cast<const pqxx::serialization_failure*>(&e) ? "40001"
+                              : dynamic_cast<const pqxx::deadlock_detected*>(&e)   ? "40P01"
+                              : dynamic_cast<const pqxx::statement_completion_unknown*>(&e)
+                                  ? "40003"
+                                  : "40000";
+    throw DatabaseError(Classify(state), operation, state, Trimmed(e.what()));
   } catch (const pqxx::failure& e) {
     throw DatabaseError(ErrorKind::kPermanent, operation, "", e.what());
   } catch (const pqxx::usage_error& e) {
@@ -86,7 +105,7 @@ const std::string& Connection::Impl::Prepare(const std::string& name) {
 }
 
 Connection::Connection(ConnectionOptions options) : impl_(std::make_unique<Impl>()) {
-  ValidateIdentifier("schema name", options.schema);
+  ValidateSchemaName(options.schema);
   impl_->quoted_schema = QuoteIdentifier(options.schema);
   impl_->options = std::move(options);
   try {

@@ -85,6 +85,22 @@ MigrationReport Inspect(Tx& tx, const std::string& schema) {
   return report;
 }
 
+// Once the schema has its roles, a migration runs as the role that owns its
+// objects, whoever connected to apply it. Throws when the session may not.
+void RunAsSchemaOwner(Tx& tx, const std::string& schema) {
+  auto& t = Internal(tx);
+  pqxx::result rows = t.Exec("migrate_owner_role", schema);
+  if (rows.empty()) return;
+  const std::string owner = rows[0]["owner"].c_str();
+  if (!rows[0]["may_set"].as<bool>()) {
+    throw Error(ErrorKind::kPermanent,
+                "schema " + schema + " belongs to role " + owner +
+                    ", and this session's role is not a member of it: migrate as a member of " +
+                    owner + " (GRANT \"" + owner + "\" TO <your role>)");
+  }
+  t.Exec("migrate_set_role", owner);
+}
+
 // Holds the migration lock for the lifetime of one Migrate call.
 class MigrationLock {
  public:
@@ -131,6 +147,7 @@ MigrationReport Migrate(Connection& connection, bool dry_run) {
     }
     connection.Transact([&](Tx& tx) {
       auto& t = Internal(tx);
+      RunAsSchemaOwner(tx, connection.schema());
       try {
         t.work.exec(sql::WithSchema(text, connection.schema()));
       } catch (...) {

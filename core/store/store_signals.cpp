@@ -1,5 +1,6 @@
 // Store operations for signals, wait expiry, operator retries, and loading a
 // run together with the wait it resumes from.
+#include "identifier.hpp"
 #include "store_internal.hpp"
 
 namespace cairn::store {
@@ -25,7 +26,7 @@ std::string_view ToString(SignalOutcome outcome) {
 
 SignalOutcome Signal(Tx& tx, const std::string& correlation_key, const Json& payload,
                      std::chrono::milliseconds inbox_retention) {
-  if (correlation_key.empty()) throw InvalidArgumentError("the signal's correlation key is empty");
+  ValidateKey("the signal's correlation key", correlation_key);
   const std::string outcome = Internal(tx)
                                   .Exec("signal", correlation_key, payload.dump(),
                                         static_cast<int64_t>(inbox_retention.count()))[0][0]

@@ -1,5 +1,6 @@
 // Store operations of a worker: starting and claiming runs, leases,
 // registration of workers and definitions, and LISTEN for wake-ups.
+#include "identifier.hpp"
 #include "sql_catalog.hpp"
 #include "store_internal.hpp"
 
@@ -40,6 +41,7 @@ std::string StartingRun(Tx& tx, const char* query, const Params&... params) {
 }  // namespace
 
 std::string StartRun(Tx& tx, const StartRequest& r) {
+  if (r.key) ValidateKey("the run key", *r.key);
   return StartingRun(tx, "start_run", r.workflow, r.input.dump(), r.key, r.queue, r.priority,
                      r.run_at, r.namespace_name, r.version);
 }

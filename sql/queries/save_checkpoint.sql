@@ -7,30 +7,76 @@
 -- and the lease count from statement_timestamp(), not now(): a transactional
 -- step's transaction may have started long before this statement. A commit
 -- ends any streak of expired leases.
-WITH updated AS (
+-- Limits: a checkpoint carrying the run forward with a context or output over
+-- max_context_bytes is refused (SQLSTATE 54000); one that fails, cancels or
+-- unwinds the run always lands, so a refused run can record its failure. One
+-- past max_transitions_per_run lands but ends the run instead (failed with
+-- code history_limit, unwinding first when it has compensations, its waits
+-- cancelled). Plain expressions, not functions: this is the hot path.
+WITH caps AS MATERIALIZED (
+  SELECT max(l.value) FILTER (WHERE l.name = 'max_context_bytes') AS context_bytes,
+         max(l.value) FILTER (WHERE l.name = 'max_transitions_per_run') AS transitions
+  FROM {schema}.limits l WHERE l.name IN ('max_context_bytes', 'max_transitions_per_run')
+), checked AS MATERIALIZED (
+  -- Columns of their own, always evaluated: in an AND the planner could skip
+  -- the check.
+  SELECT r.id,
+         CASE WHEN $15::text IS NOT NULL OR $5 IN ('failed', 'cancelled', 'compensation_failed')
+              THEN false
+              WHEN octet_length($3::text) > k.context_bytes
+              THEN {schema}.limit_exceeded('max_context_bytes', 'the run''s context',
+                                           octet_length($3::text))
+              WHEN octet_length($11::text) > k.context_bytes
+              THEN {schema}.limit_exceeded('max_context_bytes', 'the run''s output',
+                                           octet_length($11::text))
+              ELSE true END AS forward,
+         r.status = 'cancelled' AS cancelled,
+         (r.transitions >= k.transitions) IS TRUE AS at_limit
+  FROM {schema}.runs r, caps k
+  WHERE r.id = $1::uuid AND r.version = $2
+), current AS (
+  SELECT c.id, c.forward AND c.at_limit AND NOT c.cancelled AND $5 <> 'completed' AS over
+  FROM checked c
+), updated AS (
 UPDATE {schema}.runs r SET
-  context = $3::jsonb,
+  context = $3::text::jsonb,
   cursor = $4,
-  status = CASE WHEN r.status = 'cancelled' THEN 'cancelled' ELSE $5 END,
-  attempt = $6,
-  run_at = CASE WHEN r.status <> 'cancelled' AND $5 IN ('ready', 'compensating')
+  status = CASE WHEN r.status = 'cancelled' THEN 'cancelled'
+                WHEN c.over THEN {schema}.ending_status('failed', $14::jsonb)
+                ELSE $5 END,
+  attempt = CASE WHEN c.over AND {schema}.unwinds($14::jsonb) THEN 0 ELSE $6 END,
+  run_at = CASE WHEN r.status = 'cancelled' THEN r.run_at
+                WHEN c.over THEN statement_timestamp()
+                WHEN $5 IN ('ready', 'compensating')
                 THEN coalesce($7::timestamptz, statement_timestamp() + $8 * interval '1 millisecond')
                 ELSE r.run_at END,
-  lease_owner = CASE WHEN r.status <> 'cancelled' AND $5 = 'running'
+  lease_owner = CASE WHEN r.status <> 'cancelled' AND NOT c.over AND $5 = 'running'
                      THEN coalesce($9, r.lease_owner) END,
-  lease_expires_at = CASE WHEN r.status <> 'cancelled' AND $5 = 'running'
+  lease_expires_at = CASE WHEN r.status <> 'cancelled' AND NOT c.over AND $5 = 'running'
                           THEN statement_timestamp() + $10 * interval '1 millisecond' END,
-  output = coalesce($11::jsonb, r.output),
-  error = $12,
+  output = coalesce($11::text::jsonb, r.output),
+  error = CASE WHEN c.over THEN {schema}.history_limit_error(r.transitions) ELSE $12 END,
   compensations = $14::jsonb,
-  final_status = $15,
+  final_status = CASE WHEN NOT c.over THEN $15
+                      WHEN {schema}.unwinds($14::jsonb) THEN 'failed' END,
+  transitions = r.transitions + 1,
   lease_expiries = 0,
   version = r.version + 1,
   updated_at = now(),
   finished_at = CASE WHEN r.status = 'cancelled' THEN r.finished_at
+                     WHEN c.over THEN CASE WHEN NOT {schema}.unwinds($14::jsonb) THEN now() END
                      WHEN $5 IN ('completed', 'failed', 'cancelled', 'compensation_failed')
                      THEN now() END
-WHERE r.id = $1::uuid AND r.version = $2
-RETURNING r.version, r.status
+FROM current c
+WHERE r.id = c.id AND r.version = $2
+RETURNING r.version, r.status, c.over, r.error
+), stopped_waits AS (
+  UPDATE {schema}.wait_records w SET status = 'CANCELLED', finished_at = now()
+  FROM updated u
+  WHERE u.over AND w.run_id = $1::uuid AND w.status IN ('WAITING', 'RESUMING')
 )
-SELECT u.version, u.status, {schema}.append_events($13::jsonb) FROM updated u
+SELECT u.version, u.status,
+       {schema}.append_events(CASE WHEN u.over
+         THEN $13::jsonb || {schema}.history_limit_events($1::uuid, $4, $6, u.error, $14::jsonb)
+         ELSE $13::jsonb END)
+FROM updated u

@@ -243,9 +243,85 @@ TEST(ConfigLoader, AcceptsListenAddresses) {
   }
 }
 
+TEST(ConfigLoader, RejectsReservedSchemaNames) {
+  EXPECT_EQ(LoadError("database:\n  schema: public\n"),
+            "cairn.yaml:2: database.schema: schema name \"public\" is reserved: public is shared "
+            "by every role of the database; cairn needs a schema of its own, whose objects its "
+            "owner role owns and whose privileges it controls");
+  EXPECT_NE(LoadError("database:\n  schema: pg_cairn\n").find("\"pg_cairn\" is reserved"),
+            std::string::npos);
+  EXPECT_NE(LoadError("database:\n  schema: Information_Schema\n").find("is reserved"),
+            std::string::npos);
+}
+
+// A config file's mode, refused as ssh refuses its own: anyone who may write
+// it chooses cairn's database, plugins and workflows; anyone who may read it
+// reads a password in database.url.
+class ConfigFileModes : public ::testing::Test {
+ protected:
+  fs::path File(const std::string& text, unsigned mode) {
+    const fs::path file = dir_.Write("cairn.yaml", text);
+    fs::permissions(file, fs::perms(mode));
+    return file;
+  }
+  static std::string Error(const fs::path& file) {
+    try {
+      LoadConfig(file);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  TempDir dir_;
+};
+
+TEST_F(ConfigFileModes, AFileWritableByOthersIsRefusedNamingItAndTheFix) {
+  const fs::path file = File("database:\n  url: postgresql://cairn:s3cret@db/cairn\n", 0666);
+  EXPECT_EQ(Error(file), file.string() +
+                             ": the configuration file is writable by others (mode 0666): anyone "
+                             "could change the database, plugins and workflows it names; chmod "
+                             "o-w " +
+                             file.string());
+  // Without a password too: the file still decides what cairn loads.
+  EXPECT_NE(Error(File("log:\n  level: info\n", 0602)).find("chmod o-w"), std::string::npos);
+  // Group-writable is a deployment's choice (a group of administrators).
+  EXPECT_EQ(Error(File("log:\n  level: info\n", 0664)), "");
+}
+
+TEST_F(ConfigFileModes, APasswordInAFileReadableByOthersIsRefused) {
+  const fs::path file = File("database:\n  url: postgresql://cairn:s3cret@db/cairn\n", 0644);
+  const std::string error = Error(file);
+  EXPECT_NE(error.find("database.url: holds a password, and the file is readable by others "
+                       "(mode 0644): chmod o-r " +
+                       file.string()),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(error.find("s3cret"), std::string::npos) << error;
+  EXPECT_EQ(Error(File("database:\n  url: \"host=db password=x\"\n", 0604)).empty(), false);
+  EXPECT_EQ(Error(File("database:\n  url: postgresql://cairn:s3cret@db/cairn\n", 0640)), "");
+  EXPECT_EQ(Error(File("database:\n  url: postgresql://cairn@db/cairn\n", 0644)), "");
+}
+
+TEST_F(ConfigFileModes, ASecretFileReadableOrWritableByOthersIsRefused) {
+  const fs::path secret = dir_.Write("db-url", "postgresql://cairn:s3cret@db/cairn\n");
+  for (const auto& [mode, who] : {std::pair<unsigned, std::string>{0644, "readable by others"},
+                                  {0602, "writable by others"},
+                                  {0606, "readable and writable by others"}}) {
+    fs::permissions(secret, fs::perms(mode));
+    const std::string error = Error(File("database:\n  url_file: db-url\n", 0644));
+    EXPECT_NE(error.find("database URL file: " + who), std::string::npos) << error;
+    EXPECT_NE(error.find("chmod o-rw " + secret.string()), std::string::npos) << error;
+  }
+  // Its group may read it: root:cairn 0640 is how a service shares a secret.
+  fs::permissions(secret, fs::perms(0640));
+  EXPECT_EQ(LoadConfig(File("database:\n  url_file: db-url\n", 0644)).database.url,
+            "postgresql://cairn:s3cret@db/cairn");
+}
+
 TEST(ConfigSecrets, ReadsUrlFileTrimmingTheNewline) {
   TempDir dir;
-  dir.Write("secrets/db-url", "postgresql://cairn:s3cret@db/cairn\n");
+  fs::permissions(dir.Write("secrets/db-url", "postgresql://cairn:s3cret@db/cairn\n"),
+                  fs::perms(0600));
   const fs::path file = dir.Write("cairn.yaml", "database:\n  url_file: secrets/db-url\n");
   const DaemonConfig c = LoadConfig(file);
   EXPECT_EQ(c.database.url, "postgresql://cairn:s3cret@db/cairn");
@@ -263,7 +339,7 @@ TEST(ConfigSecrets, MissingUrlFileIsAClearError) {
                                          ":2: database.url_file: /nonexistent/db-url: database "
                                          "URL file: no such file");
   }
-  dir.Write("empty", "\n");
+  fs::permissions(dir.Write("empty", "\n"), fs::perms(0600));
   const fs::path empty = dir.Write("empty.yaml", "database:\n  url_file: empty\n");
   try {
     LoadConfig(empty);
@@ -275,7 +351,8 @@ TEST(ConfigSecrets, MissingUrlFileIsAClearError) {
 
 TEST(ConfigSecrets, ReadsSystemdCredential) {
   TempDir dir;
-  dir.Write("creds/database-url", "host=db user=cairn password=x\r\n");
+  fs::permissions(dir.Write("creds/database-url", "host=db user=cairn password=x\r\n"),
+                  fs::perms(0400));
   const char* old = getenv("CREDENTIALS_DIRECTORY");
   const std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
   setenv("CREDENTIALS_DIRECTORY", (dir.path() / "creds").c_str(), 1);
@@ -383,6 +460,17 @@ TEST(ConfigLoader, RefusesDeepOrHugeInput) {
   const fs::path big = dir.Write("big.yaml", std::string(5 * 1024 * 1024, '#'));
   EXPECT_THROW(LoadConfig(big), ConfigError);
   EXPECT_THROW(LoadConfig(dir.path() / "missing.yaml"), ConfigError);
+}
+
+TEST(DatabaseUrlHasPassword, FindsEveryForm) {
+  EXPECT_TRUE(DatabaseUrlHasPassword("postgresql://cairn:s3cret@db:5432/cairn"));
+  EXPECT_TRUE(DatabaseUrlHasPassword("postgresql://db/cairn?user=u&password=p"));
+  EXPECT_TRUE(DatabaseUrlHasPassword("host=db password=s3cret user=cairn"));
+  EXPECT_TRUE(DatabaseUrlHasPassword("host=db password='s3 cret'"));
+  EXPECT_FALSE(DatabaseUrlHasPassword("postgresql://cairn@db/cairn"));
+  EXPECT_FALSE(DatabaseUrlHasPassword("postgresql://cairn:@db/cairn"));
+  EXPECT_FALSE(DatabaseUrlHasPassword("host=db user=cairn passfile=/etc/pgpass"));
+  EXPECT_FALSE(DatabaseUrlHasPassword(""));
 }
 
 TEST(RedactDatabaseUrl, HidesPasswords) {

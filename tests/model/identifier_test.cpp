@@ -1,5 +1,5 @@
-// Unit tests for core/identifier.hpp: which schema names and run ids cairn
-// accepts, and that a rejected one gets an error naming it. No database.
+// Unit tests for core/identifier.hpp: which schema names, run ids and keys
+// cairn accepts, and that a rejected one gets an error naming it. No database.
 #include "identifier.hpp"
 
 #include <gtest/gtest.h>
@@ -101,6 +101,61 @@ TEST(ValidateRunId, RejectsOtherShapesNamingTheValue) {
 }
 
 TEST(QuoteIdentifier, DoubleQuotesTheName) { EXPECT_EQ(QuoteIdentifier("Cairn"), "\"Cairn\""); }
+
+TEST(ReservedSchemaReason, ReservesPostgresSchemasAndPublicInAnyCase) {
+  for (const char* name : {"public", "PUBLIC", "Public", "information_schema", "INFORMATION_SCHEMA",
+                           "pg_catalog", "pg_toast", "pg_temp_3", "PG_cairn", "pg_"}) {
+    EXPECT_NE(ReservedSchemaReason(name), nullptr) << name;
+  }
+}
+
+TEST(ReservedSchemaReason, LeavesOtherNamesAlone) {
+  for (const char* name : {"cairn", "pgx", "pg", "publics", "my_public", "_pg_x", "information"}) {
+    EXPECT_EQ(ReservedSchemaReason(name), nullptr) << name;
+  }
+}
+
+TEST(ValidateSchemaName, RefusesReservedNamesSayingWhy) {
+  EXPECT_NO_THROW(ValidateSchemaName("cairn"));
+  try {
+    ValidateSchemaName("information_schema");
+    FAIL() << "accepted information_schema";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "schema name \"information_schema\" is reserved: it is PostgreSQL's catalog of the "
+              "SQL standard");
+  }
+  try {
+    ValidateSchemaName("pg_cairn");
+    FAIL() << "accepted pg_cairn";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"pg_cairn\" is reserved"), std::string::npos);
+  }
+  EXPECT_THROW(ValidateSchemaName("public"), InvalidArgumentError);
+  EXPECT_THROW(ValidateSchemaName("bad;name"), InvalidArgumentError);
+}
+
+TEST(ValidateKey, AcceptsOneTo512Bytes) {
+  EXPECT_NO_THROW(ValidateKey("--key", "k"));
+  EXPECT_NO_THROW(ValidateKey("--key", std::string(kMaxKeyBytes, 'k')));
+}
+
+TEST(ValidateKey, RefusesEmptyAndOversizedKeysNamingWhat) {
+  try {
+    ValidateKey("--key", "");
+    FAIL() << "accepted an empty key";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_EQ(std::string(e.what()), "--key is empty");
+  }
+  try {
+    ValidateKey("the correlation key", std::string(10000, 'k'));
+    FAIL() << "accepted a 10,000-byte key";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the correlation key is 10000 bytes, over the limit of 512 bytes");
+  }
+  EXPECT_THROW(ValidateKey("--key", std::string(kMaxKeyBytes + 1, 'k')), InvalidArgumentError);
+}
 
 }  // namespace
 }  // namespace cairn

@@ -189,6 +189,9 @@ DaemonProcess::DaemonProcess(DaemonOptions options)
         "e2e-" + std::to_string(::getpid()) + "-" + std::to_string(++worker_counter);
   }
   config_path_ = dir_.Write("cairn.yaml", DaemonConfigYaml(options_));
+  // The URL may carry the test server's password, which cairn refuses in a
+  // file others may read.
+  ::chmod(config_path_.c_str(), 0600);
   log_path_ = dir_.path() + "/daemon.log";
 }
 
