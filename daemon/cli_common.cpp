@@ -9,7 +9,7 @@ namespace cairn::cli {
 po::options_description ConnectionOptions() {
   po::options_description options("connection");
   options.add_options()("config,c", po::value<std::string>()->value_name("FILE"),
-                        "daemon YAML configuration file (its database section)")(
+                        "the daemon's YAML configuration file")(
       "database-url", po::value<std::string>()->value_name("URL"),
       "PostgreSQL connection URI or libpq string (default: $CAIRN_DATABASE_URL)")(
       "schema", po::value<std::string>()->value_name("NAME"),

@@ -80,7 +80,7 @@ void ManualOptions(std::ostream& out,
     if (short_name.size() == 2 && short_name[0] == '-' && short_name[1] != '-') {
       out << "\\fB" << RoffLiteral(short_name) << "\\fR, ";
     }
-    out << "\\fB\\-\\-" << RoffLiteral(option->long_name()) << "\\fR";
+    out << R"(\fB\-\-)" << RoffLiteral(option->long_name()) << "\\fR";
     // "VALUE" or "VALUE (=default)", as --help prints it.
     if (option->semantic()->max_tokens() > 0) {
       out << " \\fI" << RoffLiteral(option->semantic()->name()) << "\\fR";

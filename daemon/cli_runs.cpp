@@ -451,7 +451,7 @@ int RunRetry(const std::vector<std::string>& args) {
 po::options_description PluginsOptions() {
   po::options_description options("options");
   options.add_options()("config,c", po::value<std::string>()->value_name("FILE"),
-                        "daemon YAML configuration file (its plugins.directories)")(
+                        "the daemon's YAML configuration file (its plugins.directories)")(
       "json", "print a JSON array");
   return options;
 }

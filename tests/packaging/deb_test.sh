@@ -6,7 +6,8 @@
 # fixture; every file the unit refers to is in the package; the packaged
 # unit, configuration and snippets are the source's files unchanged. As root,
 # dpkg installs both into a scratch root (maintainer scripts included: the
-# account and folders appear), keeps an edited conffile over a reinstall and
+# account and folders appear; without systemd, as in the Docker image, the
+# account comes from useradd), keeps an edited conffile over a reinstall and
 # a removal, and purges it.
 source "$(dirname "$0")/lib.sh"
 
@@ -144,6 +145,19 @@ expect_dir "$root/etc/cairn/credentials" 700
 expect_dir "$root/etc/cairn/workflows" 755
 [ -x "$root/usr/bin/cairn" ] || fail "no /usr/bin/cairn in the scratch root"
 "$root/usr/bin/cairn" --version | grep -qx "cairn $version" || fail "the installed cairn's version"
+
+# Without systemd (the Docker image), postinst makes the same account with
+# useradd; running it again changes nothing.
+bare=$scratch/bare
+mkdir -p "$bare/etc" "$bare/bin"
+touch "$bare"/etc/{passwd,group,shadow,gshadow}
+for tool in sh grep useradd; do ln -s "$(type -P "$tool")" "$bare/bin/$tool"; done
+for _ in 1 2; do
+  env -i PATH="$bare/bin" DPKG_ROOT="$bare" sh "$scratch/postinst" configure ||
+    fail "postinst without systemd failed"
+done
+[ "$(cat "$bare/etc/passwd")" = "$(grep '^cairn:' "$root/etc/passwd")" ] ||
+  fail "postinst without systemd made $(cat "$bare/etc/passwd"), with it $(grep '^cairn:' "$root/etc/passwd")"
 
 # The configuration is a conffile: edits survive a reinstall and a removal;
 # a purge removes it.
