@@ -1,9 +1,11 @@
-// Shared pieces of the cairn command line: exit codes, the database options
-// every database subcommand accepts, and the subcommand table.
+// Shared pieces of the cairn command line: exit codes, the connection options
+// every database subcommand accepts, the subcommand table (name, arguments,
+// options, function) that parsing, --help and the manual page all read.
 #pragma once
 
 #include <boost/program_options.hpp>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -27,19 +29,49 @@ enum ExitCode : int {
 
 namespace po = boost::program_options;
 
-// --database-url, --schema and --config for every subcommand that connects;
-// the connection they name (flags, then environment, then the file).
-void AddDatabaseOptions(po::options_description& options);
+// --config, --database-url and --schema: the options of every subcommand that
+// connects to the database, and the connection they name (flags, then the
+// environment, then the --config file).
+po::options_description ConnectionOptions();
 store::ConnectionOptions DatabaseOptions(const po::variables_map& vm,
                                          const std::string& application_name);
 
+// A positional argument of a subcommand: its key in the variables_map, shown
+// upper-cased in usage lines (e.g. "run" -> RUN).
+struct Argument {
+  std::string name;
+  std::string help;
+  bool required = true;
+};
+
+// One subcommand: its name, a one-line summary, its positional arguments and
+// its options (everything its --help, the usage lines and the manual page
+// show), and the function that runs it.
 struct Subcommand {
   std::string name;
   std::string summary;
+  std::vector<Argument> arguments;
+  std::function<po::options_description()> options;
   std::function<int(const std::vector<std::string>& args)> run;
+  // Started by cairn itself, not by people: left out of usage and the manual.
+  bool internal = false;
 };
 
+// Every subcommand, in the order help lists them.
 const std::vector<Subcommand>& Subcommands();
+const Subcommand* FindSubcommand(const std::string& name);
+
+// An argument as usage lines show it: "RUN", or "[COMMAND]" when optional.
+std::string ArgumentName(const Argument& argument);
+// "usage: cairn show RUN [options]": a subcommand's usage line.
+std::string UsageLine(const Subcommand& command);
+// `cairn --help`: the commands and their usage lines.
+void PrintUsage(std::ostream& out);
+// `cairn <command> --help`: usage line, summary, arguments and options.
+void PrintCommandHelp(const Subcommand& command, std::ostream& out);
+// `cairn help --man`: the manual page cairn(1) in roff (man(7)), made from the
+// subcommand table. Dated by $SOURCE_DATE_EPOCH when set, else today (UTC).
+void PrintManual(std::ostream& out);
 
 // Text for a terminal: control characters (C0, DEL, C1), invalid UTF-8 and
 // the bidirectional-override characters come out as \xHH or \uHHHH
@@ -53,24 +85,41 @@ std::string Printable(std::string_view text);
 void PrintTable(const std::vector<std::string>& header,
                 const std::vector<std::vector<std::string>>& rows);
 
-// Parses args against options (positional names in order); prints usage and
-// throws UsageError on --help or a parse failure.
+// Parses args against the subcommand's options and positional arguments
+// from the table; prints the subcommand's help and throws an empty UsageError
+// on --help, throws UsageError naming the problem on a parse failure.
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-po::variables_map Parse(const std::string& command, const std::vector<std::string>& args,
-                        const po::options_description& options,
-                        const po::positional_options_description& positional = {});
+po::variables_map Parse(const std::string& command, const std::vector<std::string>& args);
 
-// The daemon's own flags (--concurrency, --worker-id, --log-level), and the
-// daemon config all flags produce over the environment and the --config file.
-void AddDaemonConfigOptions(po::options_description& options);
+// The daemon config the flags produce over the environment and the --config
+// file (flags a subcommand does not have are simply absent from vm).
 DaemonConfig LoadDaemonConfig(const po::variables_map& vm);
 // The configured plugins, each run as plugins.isolation says.
 std::unique_ptr<PluginCatalog> LoadPlugins(const DaemonConfig& config);
 // The configured workflows, checked against the loaded plugin steps.
 DefinitionSet LoadWorkflows(const DaemonConfig& config, const StepCatalog& plugins);
 store::ConnectionOptions ConnectionFor(const DaemonConfig& config, const std::string& name);
+
+// The options of each subcommand (see Subcommand::options).
+po::options_description MigrateOptions();
+po::options_description VersionOptions();
+po::options_description DaemonOptions();
+po::options_description StartOptions();
+po::options_description ShowOptions();
+po::options_description ListOptions();
+po::options_description HistoryOptions();
+po::options_description CancelOptions();
+po::options_description PluginsOptions();
+po::options_description BenchOptions();
+po::options_description SchedulesOptions();
+po::options_description SignalOptions();
+po::options_description RetryOptions();
+po::options_description HelpOptions();
+po::options_description StepHostOptions();
+po::options_description CleanupOptions();
+po::options_description WorkersOptions();
 
 int RunMigrate(const std::vector<std::string>& args);
 int RunVersion(const std::vector<std::string>& args);
@@ -85,6 +134,7 @@ int RunBench(const std::vector<std::string>& args);
 int RunSchedules(const std::vector<std::string>& args);
 int RunSignal(const std::vector<std::string>& args);
 int RunRetry(const std::vector<std::string>& args);
+int RunHelp(const std::vector<std::string>& args);
 int RunStepHost(const std::vector<std::string>& args);
 int RunCleanup(const std::vector<std::string>& args);
 int RunWorkers(const std::vector<std::string>& args);

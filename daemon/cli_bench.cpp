@@ -71,19 +71,25 @@ double MeasureBaseline(const store::ConnectionOptions& options, const WorkflowDe
 
 }  // namespace
 
-int RunBench(const std::vector<std::string>& args) {
-  po::options_description options(
-      "cairn bench: steps per second of a workflow through an in-process worker, with a\n"
-      "bare-checkpoint baseline from the same run (uses a scratch schema, dropped after)");
-  AddDatabaseOptions(options);
-  AddDaemonConfigOptions(options);
-  options.add_options()("workflow", po::value<std::string>()->default_value("noop3"),
-                        "workflow to run (from workflows.paths)")(
-      "runs", po::value<int>()->default_value(2000), "runs to start")(
-      "baseline-steps", po::value<int>()->default_value(200),
-      "checkpoints per connection in the baseline")("keep", "keep the scratch schema")(
+po::options_description BenchOptions() {
+  po::options_description options("options");
+  options.add_options()("workflow",
+                        po::value<std::string>()->value_name("NAME")->default_value("noop3"),
+                        "workflow to run (from the config's workflows.paths)")(
+      "runs", po::value<int>()->value_name("N")->default_value(2000), "runs to start")(
+      "concurrency", po::value<int>()->value_name("N"),
+      "executor slots, and connections of the baseline (overrides worker.concurrency)")(
+      "baseline-steps", po::value<int>()->value_name("N")->default_value(200),
+      "checkpoints per connection in the baseline")(
+      "keep",
+      "keep the schema afterwards (default: drop it; without --schema it is cairn_bench_<pid>)")(
       "json", "print one JSON object");
-  auto vm = Parse("bench", args, options);
+  options.add(ConnectionOptions());
+  return options;
+}
+
+int RunBench(const std::vector<std::string>& args) {
+  auto vm = Parse("bench", args);
   DaemonConfig config = LoadDaemonConfig(vm);
   if (!vm.count("schema")) {
     config.database.schema = "cairn_bench_" + std::to_string(getpid());

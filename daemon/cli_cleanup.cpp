@@ -12,15 +12,18 @@
 
 namespace cairn::cli {
 
-int RunCleanup(const std::vector<std::string>& args) {
-  po::options_description options(
-      "cairn cleanup: delete finished runs older than the retention, now");
-  AddDatabaseOptions(options);
+po::options_description CleanupOptions() {
+  po::options_description options("options");
   options.add_options()(
-      "older-than", po::value<std::string>(),
+      "older-than", po::value<std::string>()->value_name("DURATION"),
       "delete what finished longer ago than this (default: maintenance.retention)")(
       "json", "print one JSON object of counts");
-  auto vm = Parse("cleanup", args, options);
+  options.add(ConnectionOptions());
+  return options;
+}
+
+int RunCleanup(const std::vector<std::string>& args) {
+  auto vm = Parse("cleanup", args);
   const DaemonConfig config = LoadDaemonConfig(vm);
   const std::chrono::milliseconds older_than =
       vm.count("older-than") ? ParseDuration(vm["older-than"].as<std::string>())

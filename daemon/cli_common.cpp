@@ -1,4 +1,6 @@
-// Option parsing and output helpers shared by all subcommands.
+// Option parsing and output helpers shared by all subcommands: the
+// connection options, Parse, which reads a subcommand's options and arguments
+// from the table, and Printable for every line meant for people.
 #include <cstdio>
 #include <iostream>
 
@@ -6,12 +8,15 @@
 
 namespace cairn::cli {
 
-void AddDatabaseOptions(po::options_description& options) {
-  options.add_options()("database-url", po::value<std::string>(),
-                        "PostgreSQL connection URI or libpq string (default: $CAIRN_DATABASE_URL)")(
-      "schema", po::value<std::string>(),
-      "schema holding cairn's tables (default: $CAIRN_SCHEMA, the config file's, or cairn)")(
-      "config,c", po::value<std::string>(), "daemon YAML configuration file");
+po::options_description ConnectionOptions() {
+  po::options_description options("connection");
+  options.add_options()("config,c", po::value<std::string>()->value_name("FILE"),
+                        "the daemon's YAML configuration file")(
+      "database-url", po::value<std::string>()->value_name("URL"),
+      "PostgreSQL connection URI or libpq string (default: $CAIRN_DATABASE_URL)")(
+      "schema", po::value<std::string>()->value_name("NAME"),
+      "schema holding cairn's tables (default: $CAIRN_SCHEMA, the config file's, or cairn)");
+  return options;
 }
 
 store::ConnectionOptions DatabaseOptions(const po::variables_map& vm,
@@ -130,22 +135,40 @@ void PrintTable(const std::vector<std::string>& header,
   }
 }
 
-po::variables_map Parse(const std::string& command, const std::vector<std::string>& args,
-                        const po::options_description& options,
-                        const po::positional_options_description& positional) {
-  po::options_description all(options);
+po::variables_map Parse(const std::string& command, const std::vector<std::string>& args) {
+  const Subcommand* subcommand = FindSubcommand(command);
+  if (subcommand == nullptr) throw std::logic_error("Parse: no subcommand " + command);
+  po::options_description all = subcommand->options();
   all.add_options()("help,h", "show this help");
+  // Positional arguments are options too (so that vm holds them), but their
+  // help is the "arguments" section, not a --flag of their own.
+  po::options_description arguments;
+  po::positional_options_description positional;
+  for (const Argument& argument : subcommand->arguments) {
+    auto* value = po::value<std::string>();
+    if (argument.required) value->required();
+    arguments.add_options()(argument.name.c_str(), value, argument.help.c_str());
+    positional.add(argument.name.c_str(), 1);
+  }
+  po::options_description parsed;
+  parsed.add(all).add(arguments);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    po::store(po::command_line_parser(args).options(parsed).positional(positional).run(), vm);
     // --help wins over missing required arguments, so it is checked first.
     if (vm.count("help")) {
-      std::cout << "usage: cairn " << command << " [options]\n" << all;
+      PrintCommandHelp(*subcommand, std::cout);
       throw UsageError("");
+    }
+    for (const Argument& argument : subcommand->arguments) {
+      if (argument.required && !vm.count(argument.name)) {
+        throw po::error("missing argument " + ArgumentName(argument));
+      }
     }
     po::notify(vm);
   } catch (const po::error& e) {
-    throw UsageError("cairn " + command + ": " + e.what() + " (see cairn " + command + " --help)");
+    throw UsageError("cairn " + command + ": " + e.what() + "\n" + UsageLine(*subcommand) +
+                     " (see cairn " + command + " --help)");
   }
   // A command line is visible to every user of the machine (ps, /proc).
   if (vm.count("database-url") && DatabaseUrlHasPassword(vm["database-url"].as<std::string>())) {

@@ -1,4 +1,4 @@
-// `cairn migrate` and `cairn version`.
+// `cairn migrate`: applies or reports the schema migrations.
 #include <iostream>
 
 #include "cli.hpp"
@@ -26,12 +26,16 @@ void PrintReport(const store::MigrationReport& report, const std::string& schema
 
 }  // namespace
 
-int RunMigrate(const std::vector<std::string>& args) {
-  po::options_description options("cairn migrate: apply pending schema migrations");
-  AddDatabaseOptions(options);
+po::options_description MigrateOptions() {
+  po::options_description options("options");
   options.add_options()("dry-run", "print what would be applied and change nothing")(
       "status", "print the schema's migration state and change nothing");
-  auto vm = Parse("migrate", args, options);
+  options.add(ConnectionOptions());
+  return options;
+}
+
+int RunMigrate(const std::vector<std::string>& args) {
+  auto vm = Parse("migrate", args);
   auto connection_options = DatabaseOptions(vm, "cairn migrate");
   store::Connection connection(connection_options);
   if (vm.count("status")) {
@@ -41,13 +45,6 @@ int RunMigrate(const std::vector<std::string>& args) {
   bool dry_run = vm.count("dry-run") > 0;
   auto report = store::Migrate(connection, dry_run);
   PrintReport(report, connection.schema(), dry_run);
-  return kExitOk;
-}
-
-int RunVersion(const std::vector<std::string>& args) {
-  po::options_description options("cairn version: print the version");
-  Parse("version", args, options);
-  std::cout << "cairn " << CAIRN_VERSION << "\n";
   return kExitOk;
 }
 

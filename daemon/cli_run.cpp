@@ -24,11 +24,15 @@
 
 namespace cairn::cli {
 
-void AddDaemonConfigOptions(po::options_description& options) {
-  options.add_options()("concurrency", po::value<int>(),
+po::options_description DaemonOptions() {
+  po::options_description options("options");
+  options.add_options()("concurrency", po::value<int>()->value_name("N"),
                         "executor slots (overrides worker.concurrency)")(
-      "worker-id", po::value<std::string>(), "worker id (overrides worker.id)")(
-      "log-level", po::value<std::string>(), "trace, debug, info, warn or error");
+      "worker-id", po::value<std::string>()->value_name("ID"), "worker id (overrides worker.id)")(
+      "log-level", po::value<std::string>()->value_name("LEVEL"),
+      "trace, debug, info, warn or error (overrides log.level)");
+  options.add(ConnectionOptions());
+  return options;
 }
 
 DaemonConfig LoadDaemonConfig(const po::variables_map& vm) {
@@ -87,10 +91,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  po::options_description options("cairn run: the worker daemon");
-  AddDatabaseOptions(options);
-  AddDaemonConfigOptions(options);
-  auto vm = Parse("run", args, options);
+  auto vm = Parse("run", args);
   DaemonConfig config = LoadDaemonConfig(vm);
   SetUpLogging(LogSettings{config.log.level, config.log.format});
 

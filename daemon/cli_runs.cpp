@@ -1,5 +1,5 @@
 // Subcommands that start and inspect runs: start, show, list, history,
-// cancel, plugins. Tables for people by default, --json for scripts.
+// signal, cancel, retry, plugins. Tables for people by default, --json for scripts.
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -160,12 +160,8 @@ struct RunArguments {
 };
 
 // Parses such a subcommand and checks that the run id is one.
-RunArguments ParseWithRun(const std::string& command, const std::vector<std::string>& args,
-                          po::options_description& options) {
-  options.add_options()("run", po::value<std::string>()->required(), "run id");
-  po::positional_options_description positional;
-  positional.add("run", 1);
-  RunArguments parsed{Parse(command, args, options, positional), ""};
+RunArguments ParseWithRun(const std::string& command, const std::vector<std::string>& args) {
+  RunArguments parsed{Parse(command, args), ""};
   parsed.run_id = parsed.vm["run"].as<std::string>();
   ValidateRunId(parsed.run_id);
   return parsed;
@@ -177,22 +173,28 @@ store::Connection Connect(const po::variables_map& vm, const std::string& comman
 
 }  // namespace
 
+po::options_description StartOptions() {
+  po::options_description options("options");
+  options.add_options()("input", po::value<std::string>()->value_name("JSON")->default_value("{}"),
+                        "run input, a JSON object; @FILE reads it from a file, - from standard "
+                        "input")(
+      "key", po::value<std::string>()->value_name("KEY"),
+      "idempotency key: a second start returns the same run")(
+      "queue", po::value<std::string>()->value_name("QUEUE"), "queue (default: the workflow's)")(
+      "priority", po::value<int>()->value_name("N")->default_value(0), "higher runs first")(
+      "at", po::value<std::string>()->value_name("TIME"),
+      "start at this time (timestamp with time zone)")(
+      "in", po::value<std::string>()->value_name("DURATION"),
+      "start after this long (e.g. 30s, 5m)")(
+      "namespace", po::value<std::string>()->value_name("NAME")->default_value("default"),
+      "namespace")("definition-version", po::value<int>()->value_name("N"),
+                   "pin a definition version (default: newest)");
+  options.add(ConnectionOptions());
+  return options;
+}
+
 int RunStart(const std::vector<std::string>& args) {
-  po::options_description options("cairn start WORKFLOW: start a run, print its id");
-  AddDatabaseOptions(options);
-  options.add_options()("workflow", po::value<std::string>()->required(), "workflow name")(
-      "input", po::value<std::string>()->default_value("{}"),
-      "run input, a JSON object; @FILE reads it from a file, - from standard input")(
-      "key", po::value<std::string>(), "idempotency key: a second start returns the same run")(
-      "queue", po::value<std::string>(), "queue (default: the workflow's)")(
-      "priority", po::value<int>()->default_value(0), "higher runs first")(
-      "at", po::value<std::string>(), "start at this time (timestamp with time zone)")(
-      "in", po::value<std::string>(), "start after this long (e.g. 30s, 5m)")(
-      "namespace", po::value<std::string>()->default_value("default"), "namespace")(
-      "definition-version", po::value<int>(), "pin a definition version (default: newest)");
-  po::positional_options_description positional;
-  positional.add("workflow", 1);
-  auto vm = Parse("start", args, options, positional);
+  auto vm = Parse("start", args);
 
   store::StartRequest request;
   request.workflow = vm["workflow"].as<std::string>();
@@ -218,11 +220,15 @@ int RunStart(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int RunShow(const std::vector<std::string>& args) {
-  po::options_description options("cairn show RUN: one run, its checkpoint and open waits");
-  AddDatabaseOptions(options);
+po::options_description ShowOptions() {
+  po::options_description options("options");
   options.add_options()("json", "print one JSON object");
-  const RunArguments parsed = ParseWithRun("show", args, options);
+  options.add(ConnectionOptions());
+  return options;
+}
+
+int RunShow(const std::vector<std::string>& args) {
+  const RunArguments parsed = ParseWithRun("show", args);
   const po::variables_map& vm = parsed.vm;
   const std::string& id = parsed.run_id;
   auto connection = Connect(vm, "show");
@@ -254,23 +260,30 @@ int RunShow(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int RunList(const std::vector<std::string>& args) {
-  po::options_description options("cairn list: runs, oldest first, 200 a page");
-  AddDatabaseOptions(options);
-  options.add_options()("workflow", po::value<std::string>(), "only this workflow")(
-      "status", po::value<std::string>(), "only this status (ready, running, waiting, ...)")(
-      "waiting", "only runs parked on a wait")("namespace", po::value<std::string>(),
-                                               "only this namespace")(
-      "created-after", po::value<std::string>(), "created at or after this time")(
-      "created-before", po::value<std::string>(), "created before this time")(
-      "key-prefix", po::value<std::string>(), "only keys starting with this")(
-      "limit", po::value<int>()->default_value(store::kMaxRunPage), "page size, at most 200")(
-      "cursor", po::value<std::string>(), "continue after the page that printed this cursor")(
+po::options_description ListOptions() {
+  po::options_description options("options");
+  options.add_options()("workflow", po::value<std::string>()->value_name("NAME"),
+                        "only this workflow")(
+      "status", po::value<std::string>()->value_name("STATUS"),
+      "only this status (ready, running, waiting, ...)")("waiting", "only runs parked on a wait")(
+      "namespace", po::value<std::string>()->value_name("NAME"), "only this namespace")(
+      "created-after", po::value<std::string>()->value_name("TIME"),
+      "created at or after this time")(
+      "created-before", po::value<std::string>()->value_name("TIME"), "created before this time")(
+      "key-prefix", po::value<std::string>()->value_name("PREFIX"), "only keys starting with this")(
+      "limit", po::value<int>()->value_name("N")->default_value(store::kMaxRunPage),
+      "page size, at most 200")("cursor", po::value<std::string>()->value_name("CURSOR"),
+                                "continue after the page that printed this cursor")(
       "stranded", "unfinished runs that no live worker serves (definition not loaded anywhere)")(
-      "repin", po::value<std::vector<std::string>>()->multitoken(),
-      "FROM_HASH TO_HASH: move unfinished runs to another registered definition")(
+      "repin", po::value<std::vector<std::string>>()->value_name("FROM_HASH TO_HASH")->multitoken(),
+      "move unfinished runs to another registered definition")(
       "json", "print one JSON object: {runs, next_cursor}");
-  auto vm = Parse("list", args, options);
+  options.add(ConnectionOptions());
+  return options;
+}
+
+int RunList(const std::vector<std::string>& args) {
+  auto vm = Parse("list", args);
   auto connection = Connect(vm, "list");
   if (vm.count("repin")) {
     auto hashes = vm["repin"].as<std::vector<std::string>>();
@@ -319,14 +332,18 @@ int RunList(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int RunHistory(const std::vector<std::string>& args) {
-  po::options_description options("cairn history RUN: the run's audit events, oldest first");
-  AddDatabaseOptions(options);
-  options.add_options()("after", po::value<int64_t>()->default_value(0),
+po::options_description HistoryOptions() {
+  po::options_description options("options");
+  options.add_options()("after", po::value<int64_t>()->value_name("POSITION")->default_value(0),
                         "only events after this position")(
-      "limit", po::value<int>()->default_value(store::kMaxHistoryPage), "page size, at most 1000")(
-      "json", "print one JSON object: {events, next_position}");
-  const RunArguments parsed = ParseWithRun("history", args, options);
+      "limit", po::value<int>()->value_name("N")->default_value(store::kMaxHistoryPage),
+      "page size, at most 1000")("json", "print one JSON object: {events, next_position}");
+  options.add(ConnectionOptions());
+  return options;
+}
+
+int RunHistory(const std::vector<std::string>& args) {
+  const RunArguments parsed = ParseWithRun("history", args);
   const po::variables_map& vm = parsed.vm;
   const std::string& id = parsed.run_id;
   auto connection = Connect(vm, "history");
@@ -355,12 +372,18 @@ int RunHistory(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+po::options_description CancelOptions() {
+  po::options_description options("options");
+  options.add_options()(
+      "reason",
+      po::value<std::string>()->value_name("TEXT")->default_value("cancelled by operator"),
+      "why, recorded with the run");
+  options.add(ConnectionOptions());
+  return options;
+}
+
 int RunCancel(const std::vector<std::string>& args) {
-  po::options_description options("cairn cancel RUN: cancel a run and its waits");
-  AddDatabaseOptions(options);
-  options.add_options()("reason", po::value<std::string>()->default_value("cancelled by operator"),
-                        "why");
-  const RunArguments parsed = ParseWithRun("cancel", args, options);
+  const RunArguments parsed = ParseWithRun("cancel", args);
   const po::variables_map& vm = parsed.vm;
   const std::string& id = parsed.run_id;
   auto connection = Connect(vm, "cancel");
@@ -389,18 +412,19 @@ int RunCancel(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-int RunSignal(const std::vector<std::string>& args) {
-  po::options_description options(
-      "cairn signal KEY: deliver an event payload to the wait with this correlation key");
-  AddDatabaseOptions(options);
-  options.add_options()("key", po::value<std::string>()->required(), "correlation key")(
-      "payload", po::value<std::string>()->default_value("{}"),
-      "event payload, JSON; @FILE reads it from a file, - from standard input")(
-      "inbox-retention", po::value<std::string>()->default_value("24h"),
+po::options_description SignalOptions() {
+  po::options_description options("options");
+  options.add_options()("payload",
+                        po::value<std::string>()->value_name("JSON")->default_value("{}"),
+                        "event payload, JSON; @FILE reads it from a file, - from standard input")(
+      "inbox-retention", po::value<std::string>()->value_name("DURATION")->default_value("24h"),
       "how long a signal for a wait that does not exist yet is kept");
-  po::positional_options_description positional;
-  positional.add("key", 1);
-  auto vm = Parse("signal", args, options, positional);
+  options.add(ConnectionOptions());
+  return options;
+}
+
+int RunSignal(const std::vector<std::string>& args) {
+  auto vm = Parse("signal", args);
   const std::string key = vm["key"].as<std::string>();
   ValidateKey("the correlation key", key);
   Json payload =
@@ -436,12 +460,14 @@ int RunSignal(const std::vector<std::string>& args) {
   return kExitFailure;
 }
 
+po::options_description RetryOptions() {
+  po::options_description options("options");
+  options.add(ConnectionOptions());
+  return options;
+}
+
 int RunRetry(const std::vector<std::string>& args) {
-  po::options_description options(
-      "cairn retry RUN: restart a failed run at its failed step, checkpoint intact, or a "
-      "compensation_failed run at its failed compensation");
-  AddDatabaseOptions(options);
-  const RunArguments parsed = ParseWithRun("retry", args, options);
+  const RunArguments parsed = ParseWithRun("retry", args);
   const po::variables_map& vm = parsed.vm;
   const std::string& id = parsed.run_id;
   auto connection = Connect(vm, "retry");
@@ -467,12 +493,16 @@ int RunRetry(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+po::options_description PluginsOptions() {
+  po::options_description options("options");
+  options.add_options()("config,c", po::value<std::string>()->value_name("FILE"),
+                        "the daemon's YAML configuration file (its plugins.directories)")(
+      "json", "print a JSON array");
+  return options;
+}
+
 int RunPlugins(const std::vector<std::string>& args) {
-  po::options_description options("cairn plugins: the plugins and steps the daemon would load");
-  AddDatabaseOptions(options);
-  AddDaemonConfigOptions(options);
-  options.add_options()("json", "print JSON");
-  auto vm = Parse("plugins", args, options);
+  auto vm = Parse("plugins", args);
   DaemonConfig config = LoadDaemonConfig(vm);
   std::unique_ptr<PluginCatalog> plugins = LoadPlugins(config);
   if (vm.count("json")) {

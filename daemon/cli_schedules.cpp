@@ -8,11 +8,15 @@
 
 namespace cairn::cli {
 
-int RunSchedules(const std::vector<std::string>& args) {
-  po::options_description options("cairn schedules: recurring schedules and their next fire times");
-  AddDatabaseOptions(options);
+po::options_description SchedulesOptions() {
+  po::options_description options("options");
   options.add_options()("json", "print a JSON array");
-  auto vm = Parse("schedules", args, options);
+  options.add(ConnectionOptions());
+  return options;
+}
+
+int RunSchedules(const std::vector<std::string>& args) {
+  auto vm = Parse("schedules", args);
   store::Connection connection(DatabaseOptions(vm, "cairn schedules"));
   const auto schedules =
       connection.Transact([](store::Tx& tx) { return store::ListSchedules(tx); });

@@ -30,15 +30,23 @@ void OutOfMemory() {
 
 }  // namespace
 
-int RunStepHost(const std::vector<std::string>& args) {
-  po::options_description options("cairn step-host: a step process (started by cairn run)");
-  options.add_options()("parent-pid", po::value<long>()->required(), "the daemon's pid")(
-      "plugin", po::value<std::vector<std::string>>()->default_value({}, ""),
+po::options_description StepHostOptions() {
+  po::options_description options("options");
+  options.add_options()("parent-pid", po::value<long>()->value_name("PID")->required(),
+                        "the daemon's pid")(
+      "plugin", po::value<std::vector<std::string>>()->value_name("PATH")->default_value({}, ""),
       "a plugin file or directory (repeatable)")(
-      "log-level", po::value<std::string>()->default_value("info"), "log level")(
-      "log-format", po::value<std::string>()->default_value("text"), "text or json")(
-      "memory-limit", po::value<uint64_t>()->default_value(0), "bytes of address space; 0 none");
-  auto vm = Parse("step-host", args, options);
+      "log-level", po::value<std::string>()->value_name("LEVEL")->default_value("info"),
+      "log level")("log-format",
+                   po::value<std::string>()->value_name("FORMAT")->default_value("text"),
+                   "text or json")(
+      "memory-limit", po::value<uint64_t>()->value_name("BYTES")->default_value(0),
+      "address space of this process; 0 = no limit");
+  return options;
+}
+
+int RunStepHost(const std::vector<std::string>& args) {
+  auto vm = Parse("step-host", args);
 
   // Die with the daemon, even if it is killed while a step runs here.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);

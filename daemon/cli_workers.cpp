@@ -18,11 +18,15 @@ std::string Join(const std::vector<std::string>& items) {
 
 }  // namespace
 
-int RunWorkers(const std::vector<std::string>& args) {
-  po::options_description options("cairn workers: the workers of the fleet and what each runs");
-  AddDatabaseOptions(options);
+po::options_description WorkersOptions() {
+  po::options_description options("options");
   options.add_options()("json", "print a JSON array");
-  auto vm = Parse("workers", args, options);
+  options.add(ConnectionOptions());
+  return options;
+}
+
+int RunWorkers(const std::vector<std::string>& args) {
+  auto vm = Parse("workers", args);
   store::Connection connection(DatabaseOptions(vm, "cairn workers"));
   const auto workers = connection.Transact([](store::Tx& tx) { return store::ListWorkers(tx); });
 

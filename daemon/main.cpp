@@ -1,5 +1,6 @@
-// cairn's entry point: picks the subcommand and turns every error that
-// escapes it into one clear line and an exit code. No work happens here.
+// cairn's entry point: the subcommand table, picking the subcommand, and
+// turning every error that escapes it into one clear line and an exit code.
+// No work happens here.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -11,38 +12,74 @@
 namespace cairn::cli {
 
 const std::vector<Subcommand>& Subcommands() {
+  static const Argument kRunId{"run", "the run's id (a UUID)"};
   static const std::vector<Subcommand> kSubcommands = {
-      {"run", "run the worker daemon", RunDaemon},
-      {"migrate", "apply pending schema migrations (--dry-run, --status)", RunMigrate},
-      {"start", "start a run of a workflow; prints the run id", RunStart},
-      {"show", "show one run: checkpoint, status, open waits", RunShow},
-      {"list", "list runs with filters; --stranded, --repin", RunList},
-      {"history", "a run's audit events", RunHistory},
-      {"signal", "deliver an event payload to a waiting run", RunSignal},
-      {"cancel", "cancel a run and its waits", RunCancel},
-      {"retry", "restart a failed run at its failed step", RunRetry},
-      {"plugins", "list the plugins and steps the daemon would load", RunPlugins},
-      {"bench", "measure steps per second against a same-run baseline", RunBench},
-      {"schedules", "list recurring schedules and their next fire times", RunSchedules},
-      {"cleanup", "delete finished runs older than the retention now", RunCleanup},
-      {"workers", "the workers of the fleet, live and dead, and what each runs", RunWorkers},
-      {"version", "print the version", RunVersion},
-      {"step-host", "", RunStepHost},  // started by `cairn run` only; not listed
+      {"run", "run the worker daemon", {}, DaemonOptions, RunDaemon},
+      {"migrate", "apply pending schema migrations, or show them", {}, MigrateOptions, RunMigrate},
+      {"start",
+       "start a run of a workflow; prints the run id",
+       {{"workflow", "the workflow's name"}},
+       StartOptions,
+       RunStart},
+      {"show", "show one run: checkpoint, status, open waits", {kRunId}, ShowOptions, RunShow},
+      {"list", "list runs with filters; stranded runs; re-pin runs", {}, ListOptions, RunList},
+      {"history", "a run's audit events, oldest first", {kRunId}, HistoryOptions, RunHistory},
+      {"signal",
+       "deliver an event payload to the wait with this correlation key",
+       {{"key", "the wait's correlation key"}},
+       SignalOptions,
+       RunSignal},
+      {"cancel",
+       "cancel a run, its waits and its unfinished children",
+       {kRunId},
+       CancelOptions,
+       RunCancel},
+      {"retry",
+       "restart a failed run at its failed step (or compensation)",
+       {kRunId},
+       RetryOptions,
+       RunRetry},
+      {"plugins",
+       "list the plugins and steps the daemon would load",
+       {},
+       PluginsOptions,
+       RunPlugins},
+      {"bench", "measure steps per second against a same-run baseline", {}, BenchOptions, RunBench},
+      {"schedules",
+       "list recurring schedules and their next fire times",
+       {},
+       SchedulesOptions,
+       RunSchedules},
+      {"cleanup",
+       "delete finished runs older than the retention now, and say what",
+       {},
+       CleanupOptions,
+       RunCleanup},
+      {"workers",
+       "the workers of the fleet, live and dead, and what each runs",
+       {},
+       WorkersOptions,
+       RunWorkers},
+      {"version", "print the version", {}, VersionOptions, RunVersion},
+      {"help",
+       "show the help of a command, or the manual page",
+       {{"command", "the command to explain", false}},
+       HelpOptions,
+       RunHelp},
+      {"step-host", "a step process of process isolation", {}, StepHostOptions, RunStepHost,
+       /*internal=*/true},
   };
   return kSubcommands;
 }
 
-namespace {
-
-void PrintUsage(std::ostream& out) {
-  out << "usage: cairn <command> [options]\n\ncommands:\n";
+const Subcommand* FindSubcommand(const std::string& name) {
   for (const auto& command : Subcommands()) {
-    if (command.summary.empty()) continue;
-    out << "  " << command.name << std::string(12 - std::min<size_t>(11, command.name.size()), ' ')
-        << command.summary << "\n";
+    if (command.name == name) return &command;
   }
-  out << "\nrun 'cairn <command> --help' for a command's options\n";
+  return nullptr;
 }
+
+namespace {
 
 // An error for people: one line each, escaped like all human output (an
 // error may quote a value read from the database or the command line).
@@ -75,32 +112,34 @@ int ExitCodeFor(const Error& e) {
 
 int main(int argc, char** argv) {
   using namespace cairn::cli;
-  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    PrintUsage(argc < 2 ? std::cerr : std::cout);
-    return argc < 2 ? kExitUsage : kExitOk;
+  if (argc < 2) {
+    PrintUsage(std::cerr);
+    return kExitUsage;
   }
-  const std::string name = argv[1];
+  std::string name = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   // Log lines go to standard error, so that a subcommand's standard output
   // is its data; `cairn run` and `cairn step-host` set their own logging up.
   cairn::SetUpLogging(cairn::LogSettings{"warn"});
-  for (const auto& command : Subcommands()) {
-    if (command.name != name) continue;
-    try {
-      return command.run(args);
-    } catch (const UsageError& e) {
-      if (e.what()[0] == '\0') return kExitOk;  // --help was printed
-      std::cerr << Printable(e.what()) << "\n";
-      return kExitUsage;
-    } catch (const cairn::Error& e) {
-      PrintError(name, e.what());
-      return ExitCodeFor(e);
-    } catch (const std::exception& e) {
-      PrintError(name, e.what());
-      return kExitFailure;
-    }
+  if (name == "--help" || name == "-h") name = "help";
+  if (name == "--version") name = "version";
+  const Subcommand* command = FindSubcommand(name);
+  if (command == nullptr) {
+    std::cerr << "cairn: unknown command \"" << Printable(name) << "\"\n\n";
+    PrintUsage(std::cerr);
+    return kExitUsage;
   }
-  std::cerr << "cairn: unknown command \"" << Printable(name) << "\"\n\n";
-  PrintUsage(std::cerr);
-  return kExitUsage;
+  try {
+    return command->run(args);
+  } catch (const UsageError& e) {
+    if (e.what()[0] == '\0') return kExitOk;  // --help was printed
+    std::cerr << Printable(e.what()) << "\n";
+    return kExitUsage;
+  } catch (const cairn::Error& e) {
+    PrintError(name, e.what());
+    return ExitCodeFor(e);
+  } catch (const std::exception& e) {
+    PrintError(name, e.what());
+    return kExitFailure;
+  }
 }

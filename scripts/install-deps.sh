@@ -15,6 +15,7 @@ packages=(
   postgresql-15 postgresql-client-15 pgbouncer
   procps util-linux
   clang-format clang-tidy
+  dpkg-dev file systemd man-db groff-base mandoc strace
 )
 
 missing=()

@@ -480,6 +480,10 @@ void ApplyEnvironment(DaemonConfig& config, const EnvLookup& env) {
     c.log.level = *v;
     variable_of["log.level"] = "CAIRN_LOG_LEVEL";
   }
+  if (auto v = get("CAIRN_METRICS_LISTEN")) {
+    c.metrics.listen = *v;
+    variable_of["metrics.listen"] = "CAIRN_METRICS_LISTEN";
+  }
   CheckConfig(c, [&](const std::string& path, const std::string& problem) {
     if (auto it = variable_of.find(path); it != variable_of.end()) {
       throw ConfigError("environment", 0, it->second, problem);

@@ -119,8 +119,9 @@ DaemonConfig LoadConfigFromString(std::string_view text, const std::string& sour
 // Looks an environment variable up; nullopt when unset.
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 
-// Applies CAIRN_DATABASE_URL, CAIRN_SCHEMA, CAIRN_CONCURRENCY and
-// CAIRN_LOG_LEVEL over the file's values (environment beats file). A
+// Applies CAIRN_DATABASE_URL, CAIRN_SCHEMA, CAIRN_CONCURRENCY,
+// CAIRN_LOG_LEVEL and CAIRN_METRICS_LISTEN over the file's values
+// (environment beats file). A
 // variable set to the empty string counts as unset. Throws ConfigError
 // naming the variable for an invalid value. The one-argument form reads
 // the process environment.

@@ -379,12 +379,28 @@ TEST(ConfigEnvironment, OverridesTheFile) {
   ApplyEnvironment(c, Env({{"CAIRN_DATABASE_URL", "postgresql://env/db"},
                            {"CAIRN_SCHEMA", "fromenv"},
                            {"CAIRN_CONCURRENCY", "32"},
-                           {"CAIRN_LOG_LEVEL", "warn"}}));
+                           {"CAIRN_LOG_LEVEL", "warn"},
+                           {"CAIRN_METRICS_LISTEN", "0.0.0.0:9500"}}));
   EXPECT_EQ(c.database.url, "postgresql://env/db");
   EXPECT_EQ(c.database.url_origin, "environment CAIRN_DATABASE_URL");
   EXPECT_EQ(c.database.schema, "fromenv");
   EXPECT_EQ(c.worker.concurrency, 32);
   EXPECT_EQ(c.log.level, "warn");
+  EXPECT_EQ(c.metrics.listen, "0.0.0.0:9500");
+}
+
+TEST(ConfigEnvironment, MetricsListenBeatsTheFileButCannotDisableMetrics) {
+  DaemonConfig c = LoadConfigFromString("metrics:\n  listen: \"127.0.0.1:9100\"\n", "cairn.yaml");
+  ApplyEnvironment(c, Env({{"CAIRN_METRICS_LISTEN", "[::]:9464"}}));
+  EXPECT_EQ(c.metrics.listen, "[::]:9464");
+  // Empty counts as unset, like every variable: the file's address stays.
+  DaemonConfig disabled = LoadConfigFromString("metrics:\n  listen: \"\"\n", "cairn.yaml");
+  ApplyEnvironment(disabled, Env({{"CAIRN_METRICS_LISTEN", ""}}));
+  EXPECT_EQ(disabled.metrics.listen, "");
+  DaemonConfig kept =
+      LoadConfigFromString("metrics:\n  listen: \"127.0.0.1:9100\"\n", "cairn.yaml");
+  ApplyEnvironment(kept, Env({{"CAIRN_METRICS_LISTEN", ""}}));
+  EXPECT_EQ(kept.metrics.listen, "127.0.0.1:9100");
 }
 
 TEST(ConfigEnvironment, UnsetOrEmptyVariablesKeepTheFile) {
@@ -414,6 +430,12 @@ TEST(ConfigEnvironment, RejectsInvalidValuesNamingTheVariable) {
            Case{"CAIRN_LOG_LEVEL", "loud",
                 "environment: CAIRN_LOG_LEVEL: must be one of trace | debug | info | warn | "
                 "error, got \"loud\""},
+           Case{"CAIRN_METRICS_LISTEN", "9464",
+                "environment: CAIRN_METRICS_LISTEN: must be host:port (port 1-65535) or empty to "
+                "disable, got \"9464\""},
+           Case{"CAIRN_METRICS_LISTEN", "0.0.0.0:99999",
+                "environment: CAIRN_METRICS_LISTEN: must be host:port (port 1-65535) or empty to "
+                "disable, got \"0.0.0.0:99999\""},
        }) {
     DaemonConfig c = original;
     try {
@@ -424,6 +446,7 @@ TEST(ConfigEnvironment, RejectsInvalidValuesNamingTheVariable) {
     }
     EXPECT_EQ(c.database.schema, "cairn");  // unchanged on error
     EXPECT_EQ(c.worker.concurrency, 8);
+    EXPECT_EQ(c.metrics.listen, "127.0.0.1:9464");
   }
 }
 
