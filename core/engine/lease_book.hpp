@@ -48,14 +48,20 @@ class LeaseBook {
   }
   // After a renewal: every run of `asked` missing from `renewed` is lost,
   // unless its slot committed a newer version meanwhile (the renewal raced
-  // the checkpoint, which extended the lease itself).
-  void MarkLost(const std::vector<store::HeldRun>& asked, const std::vector<std::string>& renewed) {
+  // the checkpoint, which extended the lease itself). Returns how many it marked.
+  int64_t MarkLost(const std::vector<store::HeldRun>& asked,
+                   const std::vector<std::string>& renewed) {
     std::lock_guard lock(mutex_);
+    int64_t marked = 0;
     for (const auto& run : asked) {
       if (std::find(renewed.begin(), renewed.end(), run.run_id) != renewed.end()) continue;
       auto it = held_.find(run.run_id);
-      if (it != held_.end() && it->second.version == run.version) it->second.lost = true;
+      if (it != held_.end() && it->second.version == run.version && !it->second.lost) {
+        it->second.lost = true;
+        ++marked;
+      }
     }
+    return marked;
   }
   size_t size() const {
     std::lock_guard lock(mutex_);

@@ -26,7 +26,10 @@ std::chrono::milliseconds ReconnectDelay(int failures) {
 }  // namespace
 
 Worker::Worker(WorkerOptions options, const DefinitionSet& definitions, const StepCatalog& steps)
-    : options_(std::move(options)), definitions_(definitions), steps_(steps) {
+    : options_(std::move(options)),
+      definitions_(definitions),
+      steps_(steps),
+      health_(options_.health) {
   for (const auto* definition : definitions_.All()) served_hashes_.push_back(definition->hash);
 }
 
@@ -50,6 +53,7 @@ void Worker::Start() {
                                options_.queues, served_hashes_});
   });
   started_ = true;
+  health_.MarkStarted();
   keeper_ = std::thread([this] { KeeperLoop(); });
   for (int slot = 0; slot < options_.concurrency; ++slot) {
     slots_.emplace_back([this, slot] { SlotLoop(slot); });
@@ -70,7 +74,9 @@ void Worker::Wake() {
 void Worker::PollLoop() {
   std::unique_ptr<store::Connection> connection;
   int failures = 0;
+  Health::Pulse pulse = health_.Track("poller");
   while (!stop_claiming_.load()) {
+    pulse.Beat(std::max(options_.poll_interval, ReconnectDelay(failures)));
     std::chrono::milliseconds wait = options_.poll_interval;
     try {
       if (!connection || !connection->IsOpen()) connection = Connect("poller");
@@ -82,12 +88,15 @@ void Worker::PollLoop() {
       }
       if (free_slots > 0) {
         int want = std::min(free_slots, options_.claim_batch);
+        const auto claim_started = std::chrono::steady_clock::now();
         auto runs = connection->Transact([&](store::Tx& tx) {
           return store::ClaimRuns(tx, options_.queues, served_hashes_, want, options_.worker_id,
                                   options_.lease);
         });
+        health_.DatabaseReached();
         if (options_.metrics) {
-          options_.metrics->PollerReachedDatabase();
+          options_.metrics->Claimed(std::chrono::steady_clock::now() - claim_started,
+                                    static_cast<int64_t>(runs.size()));
           for (const auto& run : runs) options_.metrics->RunsClaimed(run.queue);
         }
         if (!runs.empty()) {
@@ -108,9 +117,10 @@ void Worker::PollLoop() {
           wait = std::min(wait, std::chrono::milliseconds(std::max<int64_t>(*next_due, 1)));
       }
       failures = 0;
-      if (options_.metrics) options_.metrics->PollerReachedDatabase();
+      health_.DatabaseReached();
     } catch (const std::exception& e) {
       spdlog::warn("poller: {}", e.what());
+      health_.DatabaseUnreachable(e.what());
       connection.reset();
       wait = ReconnectDelay(failures++);
     }
@@ -128,8 +138,11 @@ void Worker::SlotLoop(int slot) {
   int failures = 0;
   ExecutorOptions executor_options{options_.worker_id, options_.lease};
   executor_options.metrics = options_.metrics;
+  Health::Pulse pulse = health_.Track("slot " + std::to_string(slot));
+  executor_options.pulse = &pulse;
   while (true) {
     Run run;
+    pulse.Rest();  // an idle slot is not late
     {
       std::unique_lock lock(mutex_);
       slots_cv_.wait(lock, [&] { return stop_claiming_.load() || !queue_.empty(); });
@@ -139,6 +152,7 @@ void Worker::SlotLoop(int slot) {
       ++busy_;
       if (options_.metrics) options_.metrics->SetSlots(busy_, options_.concurrency - busy_);
     }
+    pulse.Beat(options_.lease);
     ExecutionEnd end = ExecutionEnd::kLost;
     try {
       if (!executor || !executor->Healthy()) {
@@ -160,6 +174,7 @@ void Worker::SlotLoop(int slot) {
       std::lock_guard stats_lock(stats_mutex_);
       if (end == ExecutionEnd::kParked) ++stats_.parked;
       if (end == ExecutionEnd::kHandedBack) ++stats_.handed_back;
+      if (end == ExecutionEnd::kHandedBack && options_.metrics) options_.metrics->RunHandedBack();
       if (end == ExecutionEnd::kLost) ++stats_.lost;
     }
     {
@@ -180,7 +195,9 @@ void Worker::KeeperLoop() {
   auto next_reap = std::chrono::steady_clock::now();
   auto next_retention = std::chrono::steady_clock::now() + options_.reaper_interval;
   int failures = 0;
+  Health::Pulse pulse = health_.Track("keeper");
   while (!stop_keeper_.load()) {
+    pulse.Beat(std::max(tick, ReconnectDelay(failures)));
     try {
       if (!connection || !connection->IsOpen()) connection = Connect("keeper");
       auto held = leases_.Snapshot();
@@ -189,7 +206,11 @@ void Worker::KeeperLoop() {
         auto renewed = connection->Transact([&](store::Tx& tx) {
           return store::RenewLeases(tx, options_.worker_id, held, options_.lease);
         });
-        leases_.MarkLost(held, renewed);
+        const int64_t lost = leases_.MarkLost(held, renewed);
+        if (options_.metrics) {
+          options_.metrics->LeasesRenewed(static_cast<int64_t>(renewed.size()));
+          options_.metrics->LeasesLost(lost);
+        }
       }
       if (std::chrono::steady_clock::now() >= next_reap) {
         next_reap = std::chrono::steady_clock::now() + options_.reaper_interval;
@@ -200,6 +221,7 @@ void Worker::KeeperLoop() {
         });
         if (expired > 0)
           spdlog::info("waits: {} expired, their runs took the timeout path", expired);
+        if (options_.metrics) options_.metrics->WaitsExpired(expired);
         if (reaped > 0) {
           spdlog::info("reaper: {} runs with expired leases are ready again", reaped);
           if (options_.metrics) options_.metrics->LeasesReaped(reaped);
@@ -210,6 +232,8 @@ void Worker::KeeperLoop() {
       }
       if (options_.retention.count() > 0 && std::chrono::steady_clock::now() >= next_retention) {
         next_retention = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+        // Deleting a long history takes many bounded batches: not a wedge.
+        pulse.Beat(std::chrono::minutes(5));
         auto deleted = store::DeleteFinished(
             *connection, std::chrono::ceil<std::chrono::hours>(options_.retention));
         if (deleted.runs + deleted.waits > 0) {
@@ -231,13 +255,16 @@ void Worker::KeeperLoop() {
 
 void Worker::ListenLoop() {
   int failures = 0;
+  Health::Pulse pulse = health_.Track("listener");
   while (!stop_claiming_.load()) {
+    pulse.Beat(ReconnectDelay(failures));
     try {
       store::WakeListener listener(options_.connection);
       failures = 0;
       // Anything that arrived while (re)connecting was missed: claim now.
       Wake();
       while (!stop_claiming_.load()) {
+        pulse.Beat(std::chrono::milliseconds(250));
         if (listener.Wait(std::chrono::milliseconds(250))) Wake();
       }
     } catch (const std::exception& e) {
@@ -250,6 +277,7 @@ void Worker::ListenLoop() {
 bool Worker::Stop() {
   if (!started_) return true;
   started_ = false;
+  health_.MarkDraining();
   const auto deadline = std::chrono::steady_clock::now() + options_.shutdown_grace;
   stop_claiming_ = true;
   poller_cv_.notify_all();
@@ -272,6 +300,7 @@ bool Worker::Stop() {
         store::ReleaseRun(tx, run.id, run.version, options_.worker_id,
                           std::chrono::milliseconds(0));
       });
+      if (options_.metrics) options_.metrics->RunHandedBack();
     }
     {
       std::unique_lock lock(mutex_);

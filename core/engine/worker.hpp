@@ -17,6 +17,7 @@
 
 #include "definition.hpp"
 #include "executor.hpp"
+#include "health.hpp"
 #include "lease_book.hpp"
 #include "step.hpp"
 #include "store.hpp"
@@ -40,6 +41,7 @@ struct WorkerOptions {
   std::chrono::milliseconds shutdown_grace{30000};
   bool listen = true;
   Metrics* metrics = nullptr;  // null: record nothing
+  HealthOptions health;
 };
 
 struct WorkerStats {
@@ -69,6 +71,8 @@ class Worker {
 
   WorkerStats Stats() const;
   const std::string& id() const { return options_.worker_id; }
+  // Liveness of its loops and readiness; see health.hpp.
+  Health& health() { return health_; }
 
  private:
   void PollLoop();
@@ -83,6 +87,7 @@ class Worker {
   const StepCatalog& steps_;
   std::vector<std::string> served_hashes_;
   LeaseBook leases_;
+  Health health_;
 
   std::atomic<bool> stop_claiming_{false};
   std::atomic<bool> stop_runs_{false};

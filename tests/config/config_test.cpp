@@ -72,6 +72,9 @@ void ExpectDefaults(const DaemonConfig& c) {
   EXPECT_EQ(c.log.level, "info");
   EXPECT_EQ(c.log.format, "text");
   EXPECT_EQ(c.metrics.listen, "127.0.0.1:9464");
+  EXPECT_EQ(c.metrics.backlog_interval, milliseconds(15000));
+  EXPECT_EQ(c.health.listen, "127.0.0.1:9464");
+  EXPECT_EQ(c.health.grace, milliseconds(10000));
   EXPECT_EQ(c.maintenance.reaper_interval, milliseconds(5000));
   EXPECT_EQ(c.maintenance.retention, milliseconds(30LL * 86400 * 1000));
   EXPECT_EQ(c.EffectivePoolSize(), 10);
@@ -113,6 +116,10 @@ workflows:
 log: {level: debug, format: json}
 metrics:
   listen: ""
+  backlog_interval: 1m
+health:
+  listen: "0.0.0.0:8080"
+  grace: 2s
 maintenance:
   reaper_interval: 2s
   retention: 0
@@ -136,6 +143,9 @@ maintenance:
   EXPECT_EQ(c.log.level, "debug");
   EXPECT_EQ(c.log.format, "json");
   EXPECT_EQ(c.metrics.listen, "");
+  EXPECT_EQ(c.metrics.backlog_interval, milliseconds(60000));
+  EXPECT_EQ(c.health.listen, "0.0.0.0:8080");
+  EXPECT_EQ(c.health.grace, milliseconds(2000));
   EXPECT_EQ(c.maintenance.reaper_interval, milliseconds(2000));
   EXPECT_EQ(c.maintenance.retention, milliseconds(0));
   EXPECT_EQ(c.EffectivePoolSize(), 20);
@@ -210,6 +220,16 @@ TEST(ConfigLoader, EveryValidationErrorNamesFileLineAndKey) {
       {"metrics:\n  listen: localhost\n", "cairn.yaml:2: metrics.listen: must be host:port"},
       {"metrics:\n  listen: \"127.0.0.1:99999\"\n",
        "cairn.yaml:2: metrics.listen: must be host:port"},
+      {"metrics:\n  listen: \"[::1]:9464\"\n",
+       "cairn.yaml:2: metrics.listen: IPv6 addresses are not supported"},
+      {"metrics:\n  backlog_interval: 0\n",
+       "cairn.yaml:2: metrics.backlog_interval: must be longer than 0"},
+      {"metrics:\n  backlog: 5s\n", "cairn.yaml:2: metrics.backlog: unknown key"},
+      {"health:\n  listen: localhost\n", "cairn.yaml:2: health.listen: must be host:port"},
+      {"health:\n  listen: \"[::]:80\"\n",
+       "cairn.yaml:2: health.listen: IPv6 addresses are not supported"},
+      {"health:\n  grace: -1s\n", "cairn.yaml:2: health.grace: "},
+      {"health: 5\n", "cairn.yaml:1: health: must be a mapping"},
       {"maintenance:\n  reaper_interval: 0\n",
        "cairn.yaml:2: maintenance.reaper_interval: must be longer than 0"},
       {"plugins:\n  directories: [\"\"]\n",
@@ -229,9 +249,9 @@ TEST(ConfigLoader, EveryValidationErrorNamesFileLineAndKey) {
 }
 
 TEST(ConfigLoader, AcceptsListenAddresses) {
-  for (const char* ok :
-       {"127.0.0.1:9464", "0.0.0.0:1", ":9464", "[::1]:9464", "metrics.local:80"}) {
+  for (const char* ok : {"127.0.0.1:9464", "0.0.0.0:1", ":9464", "metrics.local:80", ""}) {
     EXPECT_EQ(LoadError(std::string("metrics:\n  listen: \"") + ok + "\"\n"), "") << ok;
+    EXPECT_EQ(LoadError(std::string("health:\n  listen: \"") + ok + "\"\n"), "") << ok;
   }
 }
 
