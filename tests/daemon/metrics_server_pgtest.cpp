@@ -251,8 +251,8 @@ TEST_F(MetricsE2E, RunsOfAQueueNoWorkerServesShowInTheBacklogGauges) {
   auto daemon = Daemon(Address(port), "");
   ASSERT_TRUE(daemon->StartAndWaitReady()) << daemon->Log();
   // Runs of a queue no daemon here serves, one due a minute ago.
-  Sql("SELECT {s}.start_run('e2e_three', '{}'::jsonb, p_queue => 'elsewhere')");
-  Sql("UPDATE {s}.runs SET run_at = now() - interval '60 seconds' WHERE queue = 'elsewhere'");
+  Sql("SELECT {s}.start_run('e2e_three', '{}'::jsonb, p_queue => 'elsewhere', "
+      "p_run_at => now() - interval '60 seconds')");
   HttpResult metrics;
   ASSERT_TRUE(PollUntil(
       [&] {
