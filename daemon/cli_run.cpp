@@ -1,28 +1,98 @@
-// `cairn run`: the daemon. Wires configuration, plugins, definitions and the
-// worker together, pushing each component's stop on a StopStack as it starts
-// it, then waits for signals on the main thread: SIGTERM/SIGINT unwind the
-// stack gracefully (a second one exits at once), SIGHUP re-reads the log
-// level and the schedules.
+// `cairn run`: the daemon. Wires configuration, plugins, definitions, the
+// worker, metrics and the health endpoints together, pushing each
+// component's stop on a StopStack as it starts it, then waits for signals on
+// the main thread: SIGTERM/SIGINT unwind the stack gracefully (a second one
+// exits at once), SIGHUP re-reads the log level and the schedules. The
+// systemd watchdog is pinged from the main thread while the worker's loops
+// come round (its Health), so systemd restarts a wedged daemon.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
+#include <atomic>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <thread>
 
+#include "backlog_monitor.hpp"
+#include "cairn/plugin.h"
 #include "cli.hpp"
 #include "config.hpp"
 #include "definition.hpp"
+#include "http_server.hpp"
 #include "logging.hpp"
 #include "metrics.hpp"
-#include "metrics_server.hpp"
+#include "migrate.hpp"
 #include "plugin_catalog.hpp"
 #include "schedule_service.hpp"
 #include "stop_stack.hpp"
 #include "worker.hpp"
 
 namespace cairn::cli {
+
+namespace {
+
+// Counts the daemon's database sessions and errors in its metrics.
+class SessionMetrics : public store::SessionObserver {
+ public:
+  explicit SessionMetrics(Metrics& metrics) : metrics_(metrics) {}
+  void Opened() override { metrics_.SetDatabaseConnections(++open_); }
+  void Closed() override { metrics_.SetDatabaseConnections(--open_); }
+  void Failed(ErrorKind kind) override {
+    metrics_.DatabaseError(kind == ErrorKind::kTransient ? "transient"
+                           : kind == ErrorKind::kInDoubt ? "in_doubt"
+                                                         : "permanent");
+  }
+
+ private:
+  Metrics& metrics_;
+  std::atomic<int64_t> open_{0};
+};
+
+HttpResponse Text(int status, const std::string& body) {
+  return {status, "text/plain; charset=utf-8", body + "\n"};
+}
+
+// The HTTP servers of the daemon: one per distinct address among
+// metrics.listen (/metrics) and health.listen (/healthz, /readyz).
+std::vector<std::unique_ptr<HttpServer>> HttpServers(const DaemonConfig& config, Metrics* metrics,
+                                                     Health& health) {
+  struct Site {
+    std::string key;
+    std::map<std::string, HttpHandler> routes;
+  };
+  std::map<std::string, Site> sites;
+  if (metrics != nullptr) {
+    Site& site = sites[config.metrics.listen];
+    site.key = "metrics.listen";
+    site.routes["/metrics"] = [metrics] {
+      return HttpResponse{200, std::string(kMetricsContentType), metrics->Render()};
+    };
+  }
+  if (!config.health.listen.empty()) {
+    Site& site = sites[config.health.listen];
+    site.key = site.key.empty() ? "health.listen" : site.key + " and health.listen";
+    site.routes["/healthz"] = [&health] {
+      const auto liveness = health.CheckLiveness();
+      return Text(liveness.healthy ? 200 : 503, liveness.Detail());
+    };
+    site.routes["/readyz"] = [&health] {
+      const auto readiness = health.CheckReadiness();
+      return Text(readiness.ready ? 200 : 503, readiness.detail);
+    };
+  }
+  std::vector<std::unique_ptr<HttpServer>> servers;
+  for (auto& [listen, site] : sites) {
+    HttpServerOptions options;
+    options.listen = listen;
+    options.key = site.key;
+    servers.push_back(std::make_unique<HttpServer>(options, std::move(site.routes)));
+  }
+  return servers;
+}
+
+}  // namespace
 
 po::options_description DaemonOptions() {
   po::options_description options("options");
@@ -101,8 +171,24 @@ int RunDaemon(const std::vector<std::string>& args) {
     throw InvalidArgumentError("no workflow definitions found in workflows.paths");
   }
 
+  // Metrics count the sessions and errors of every connection of the daemon.
+  std::unique_ptr<Metrics> metrics;
+  std::shared_ptr<store::SessionObserver> session_metrics;
+  if (!config.metrics.listen.empty()) {
+    metrics = std::make_unique<Metrics>();
+    metrics->SetBuildInfo(CAIRN_VERSION,
+                          std::to_string(CAIRN_ABI_MAJOR) + "." + std::to_string(CAIRN_ABI_MINOR),
+                          std::to_string(store::ShippedSchemaVersion()));
+    session_metrics = std::make_shared<SessionMetrics>(*metrics);
+  }
+  auto daemon_connection = [&] {
+    store::ConnectionOptions options = ConnectionFor(config, "cairn run");
+    options.observer = session_metrics;
+    return options;
+  };
+
   WorkerOptions worker_options;
-  worker_options.connection = ConnectionFor(config, "cairn run");
+  worker_options.connection = daemon_connection();
   worker_options.worker_id = config.EffectiveWorkerId();
   worker_options.version = CAIRN_VERSION;
   worker_options.queues = config.worker.queues;
@@ -124,53 +210,78 @@ int RunDaemon(const std::vector<std::string>& args) {
   worker_options.retention = config.maintenance.retention;
   worker_options.shutdown_grace = config.worker.shutdown_grace;
   worker_options.listen = config.worker.listen;
+  worker_options.metrics = metrics.get();
+  worker_options.health.grace = config.health.grace;
 
   spdlog::info("cairn {} starting: database {} schema {}, {} plugins, {} workflows", CAIRN_VERSION,
                RedactDatabaseUrl(config.database.url), config.database.schema,
                plugins->List().size(), definitions.size());
   StopStack stops;
-  // Metrics listen before the worker claims anything: a bad metrics.listen
-  // is a start-up error, not a daemon that already holds runs.
-  std::unique_ptr<Metrics> metrics;
-  std::unique_ptr<MetricsServer> metrics_server;
-  if (!config.metrics.listen.empty()) {
-    metrics = std::make_unique<Metrics>(config.worker.poll_interval);
-    worker_options.metrics = metrics.get();
-    metrics_server =
-        std::make_unique<MetricsServer>(MetricsServerOptions{config.metrics.listen}, *metrics);
-    metrics_server->Start();
-    stops.Push("metrics server", [&] { metrics_server->Stop(); });
+  Worker worker(worker_options, definitions, *plugins);
+  if (metrics) {
+    metrics->OnScrape([&worker, &m = *metrics] {
+      m.SetWorkerHealth(worker.health().CheckLiveness().healthy,
+                        worker.health().CheckReadiness().ready);
+    });
+  }
+  // HTTP listens before the worker claims anything: a bad metrics.listen or
+  // health.listen is a start-up error, not a daemon that already holds runs.
+  auto servers = HttpServers(config, metrics.get(), worker.health());
+  for (auto& server : servers) {
+    server->Start();
+    stops.Push("http server", [&server] { server->Stop(); });
+  }
+  for (const auto& server : servers) {
+    spdlog::info("http: serving on http://{}", server->address());
   }
   // Recurring schedules: the declared list is synced before any claim (a
   // config without `schedules:` leaves the table alone); every daemon fires
   // due ticks, each tick exactly once across the fleet.
   ScheduleServiceOptions schedule_options;
-  schedule_options.connection = ConnectionFor(config, "cairn run");
+  schedule_options.connection = daemon_connection();
   schedule_options.interval = config.worker.poll_interval;
+  schedule_options.metrics = metrics.get();
   ScheduleService schedules(schedule_options);
   if (config.schedules_declared) schedules.Sync(config.schedules);
-  Worker worker(worker_options, definitions, *plugins);
   worker.Start();
   bool clean = true;  // false: steps still ran when the grace period ended
   stops.Push("worker", [&] { clean = worker.Stop(); });
   schedules.Start();
   stops.Push("schedule service", [&] { schedules.Stop(); });
+  std::unique_ptr<BacklogMonitor> backlog;
   if (metrics) {
-    // Pushed last so it runs first: /healthz says 503 while the rest drains.
-    stops.Push("health", [&] { metrics->MarkStopping(); });
+    BacklogMonitorOptions backlog_options;
+    backlog_options.connection = daemon_connection();
+    backlog_options.interval = config.metrics.backlog_interval;
+    backlog = std::make_unique<BacklogMonitor>(backlog_options, *metrics);
+    backlog->Start();
+    stops.Push("backlog monitor", [&] { backlog->Stop(); });
   }
+  // Pushed last so it runs first: /readyz says 503 while the rest drains.
+  stops.Push("health", [&] { worker.health().MarkDraining(); });
   sd_notify(0, "READY=1\nSTATUS=claiming work");
 
   uint64_t watchdog_usec = 0;
   const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
   const auto tick =
       watchdog ? std::chrono::microseconds(watchdog_usec / 2) : std::chrono::microseconds(1000000);
+  bool watchdog_withheld = false;
   while (true) {
     timespec timeout{static_cast<time_t>(tick.count() / 1000000),
                      static_cast<long>((tick.count() % 1000000) * 1000)};
     int signal = sigtimedwait(&signals, nullptr, &timeout);
     if (signal < 0) {
-      if (watchdog) sd_notify(0, "WATCHDOG=1");
+      if (!watchdog) continue;
+      // Pinged only while the loops come round: a wedged daemon is restarted.
+      const auto liveness = worker.health().CheckLiveness();
+      if (liveness.healthy) {
+        sd_notify(0, "WATCHDOG=1");
+        if (watchdog_withheld) spdlog::info("watchdog: the loops come round again; pinging");
+        watchdog_withheld = false;
+      } else if (!watchdog_withheld) {
+        spdlog::error("watchdog: not pinging systemd: {}", liveness.Detail());
+        watchdog_withheld = true;
+      }
       continue;
     }
     if (signal == SIGHUP) {

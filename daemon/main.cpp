@@ -81,16 +81,21 @@ const Subcommand* FindSubcommand(const std::string& name) {
 
 namespace {
 
-// An error for people: one line each, escaped like all human output (an
-// error may quote a value read from the database or the command line).
-void PrintError(const std::string& command, std::string_view message) {
-  std::cerr << "cairn " << command << ": ";
+// Text for people on standard error, one line at a time, escaped like all
+// human output (an error may quote a value read from the database or the
+// command line).
+void PrintLines(std::string_view prefix, std::string_view message) {
+  std::cerr << prefix;
   for (size_t start = 0;;) {
     const size_t end = message.find('\n', start);
     std::cerr << Printable(message.substr(start, end - start)) << "\n";
-    if (end == std::string_view::npos) break;
+    if (end == std::string_view::npos || end + 1 == message.size()) break;
     start = end + 1;
   }
+}
+
+void PrintError(const std::string& command, std::string_view message) {
+  PrintLines("cairn " + command + ": ", message);
 }
 
 int ExitCodeFor(const Error& e) {
@@ -133,7 +138,7 @@ int main(int argc, char** argv) {
     return command->run(args);
   } catch (const UsageError& e) {
     if (e.what()[0] == '\0') return kExitOk;  // --help was printed
-    std::cerr << Printable(e.what()) << "\n";
+    PrintLines("", e.what());
     return kExitUsage;
   } catch (const cairn::Error& e) {
     PrintError(name, e.what());

@@ -12,6 +12,8 @@ packages=(
   libgtest-dev libgmock-dev
   nlohmann-json3-dev
   libsystemd-dev
+  prometheus-cpp-dev libcivetweb-dev
+  prometheus  # promtool: the tests check the metrics, alert rules and alert tests with it
   postgresql-15 postgresql-client-15 pgbouncer
   procps util-linux
   clang-format clang-tidy

@@ -85,6 +85,22 @@ bool IsListenAddress(std::string_view address) {
          value <= 65535;
 }
 
+// An address for the daemon's HTTP server: host:port or empty (disabled).
+// Debian 12's civetweb is built without IPv6, so an IPv6 address is refused
+// here rather than at start-up.
+void CheckHttpListen(const std::string& listen, const std::string& key, const FailFn& fail) {
+  if (listen.empty()) return;
+  if (!IsListenAddress(listen)) {
+    fail(key, "must be host:port (port 1-65535) or empty to disable, got " + Quoted(listen));
+  }
+  if (listen.front() == '[') {
+    fail(key,
+         "IPv6 addresses are not supported (the HTTP server is IPv4 only); use an IPv4 "
+         "address such as 127.0.0.1 or 0.0.0.0, got " +
+             Quoted(listen));
+  }
+}
+
 // Every rule on a config. fail must throw.
 void CheckConfig(const DaemonConfig& c, const FailFn& fail) {
   if (!IsValidIdentifier(c.database.schema)) {
@@ -161,10 +177,12 @@ void CheckConfig(const DaemonConfig& c, const FailFn& fail) {
   if (!Contains(kLogFormats, c.log.format)) {
     fail("log.format", "must be one of " + OneOf(kLogFormats) + ", got " + Quoted(c.log.format));
   }
-  if (!c.metrics.listen.empty() && !IsListenAddress(c.metrics.listen)) {
-    fail("metrics.listen",
-         "must be host:port (port 1-65535) or empty to disable, got " + Quoted(c.metrics.listen));
+  CheckHttpListen(c.metrics.listen, "metrics.listen", fail);
+  if (c.metrics.backlog_interval <= milliseconds::zero()) {
+    fail("metrics.backlog_interval", "must be longer than 0");
   }
+  CheckHttpListen(c.health.listen, "health.listen", fail);
+  if (c.health.grace < milliseconds::zero()) fail("health.grace", "must not be negative");
   if (c.maintenance.reaper_interval <= milliseconds::zero()) {
     fail("maintenance.reaper_interval", "must be longer than 0");
   }
@@ -325,9 +343,9 @@ DaemonConfig ParseConfig(const YAML::Node& root, const std::string& source, cons
   c.source = source;
   if (!root.IsDefined() || root.IsNull()) return c;  // an empty file: all defaults
   yaml::LineMap lines;
-  yaml::CheckMap(
-      root, source, "",
-      {"database", "worker", "plugins", "workflows", "log", "metrics", "maintenance", "schedules"});
+  yaml::CheckMap(root, source, "",
+                 {"database", "worker", "plugins", "workflows", "log", "metrics", "health",
+                  "maintenance", "schedules"});
   if (auto v = yaml::Get(root, "database", "", lines); v.IsDefined()) {
     ParseDatabase(v, source, base, c, lines);
   }
@@ -353,9 +371,21 @@ DaemonConfig ParseConfig(const YAML::Node& root, const std::string& source, cons
     }
   }
   if (auto v = yaml::Get(root, "metrics", "", lines); v.IsDefined()) {
-    yaml::CheckMap(v, source, "metrics", {"listen"});
+    yaml::CheckMap(v, source, "metrics", {"listen", "backlog_interval"});
     if (auto l = yaml::Get(v, "listen", "metrics", lines); l.IsDefined()) {
       c.metrics.listen = yaml::ReadString(l, source, "metrics.listen", true);
+    }
+    if (auto b = yaml::Get(v, "backlog_interval", "metrics", lines); b.IsDefined()) {
+      c.metrics.backlog_interval = yaml::ReadDuration(b, source, "metrics.backlog_interval");
+    }
+  }
+  if (auto v = yaml::Get(root, "health", "", lines); v.IsDefined()) {
+    yaml::CheckMap(v, source, "health", {"listen", "grace"});
+    if (auto l = yaml::Get(v, "listen", "health", lines); l.IsDefined()) {
+      c.health.listen = yaml::ReadString(l, source, "health.listen", true);
+    }
+    if (auto g = yaml::Get(v, "grace", "health", lines); g.IsDefined()) {
+      c.health.grace = yaml::ReadDuration(g, source, "health.grace");
     }
   }
   if (auto v = yaml::Get(root, "maintenance", "", lines); v.IsDefined()) {

@@ -69,7 +69,18 @@ struct LogConfig {
 };
 
 struct MetricsConfig {
-  std::string listen = "127.0.0.1:9464";  // host:port; "" disables
+  std::string listen = "127.0.0.1:9464";  // host:port serving /metrics; "" disables
+  // How often the fleet's backlog is read from the database (by one daemon).
+  std::chrono::milliseconds backlog_interval{std::chrono::seconds(15)};
+};
+
+struct HealthConfig {
+  // host:port serving /healthz and /readyz; "" disables. When equal to
+  // metrics.listen, one server serves all three.
+  std::string listen = "127.0.0.1:9464";
+  // A loop is late (unhealthy) once three of its intervals and this grace
+  // passed without it coming round.
+  std::chrono::milliseconds grace{std::chrono::seconds(10)};
 };
 
 struct MaintenanceConfig {
@@ -87,6 +98,7 @@ struct DaemonConfig {
   WorkflowsConfig workflows;
   LogConfig log;
   MetricsConfig metrics;
+  HealthConfig health;
   MaintenanceConfig maintenance;
   // The `schedules:` section; declared = the key is present (even empty), so
   // the daemon makes the schedules table match it.

@@ -34,6 +34,7 @@ StepOutcome TimeoutOutcome(const StepDefinition& step) {
 struct Executor::CommittedPlan {
   CheckpointResult checkpoint;
   std::optional<Resume> inbox_resume;
+  std::vector<store::SignalOutcome> signals;  // of the signals the step sent
 };
 
 struct Executor::StepResult {
@@ -69,7 +70,9 @@ Executor::CommittedPlan Executor::Commit(store::Tx& tx, StepPlan& plan) {
     ++started;
   }
   committed.checkpoint = store::SaveCheckpoint(tx, plan.checkpoint, plan.events);
-  for (const auto& [key, payload] : plan.signals) store::Signal(tx, key, payload);
+  for (const auto& [key, payload] : plan.signals) {
+    committed.signals.push_back(store::Signal(tx, key, payload));
+  }
   return committed;
 }
 
@@ -114,6 +117,7 @@ ExecutionEnd Executor::Execute(Run claimed, const std::atomic<bool>& stopping) {
       // A zombie still executes this run on another session; let it finish
       // or die, then try again.
       spdlog::info("run {}: stack lock held by another session, handing the run back", claimed.id);
+      if (options_.metrics) options_.metrics->StackLockContended();
       Release(claimed, options_.stack_busy_delay);
       return ExecutionEnd::kHandedBack;
     }
@@ -255,6 +259,9 @@ Executor::StepResult Executor::Adopt(Run& run, const StepPlan& plan, CommittedPl
   result.end =
       run.status == RunStatus::kRunning ? StepResult::End::kContinue : StepResult::End::kParked;
   result.resume = std::move(committed.inbox_resume);
+  if (options_.metrics) {
+    for (auto outcome : committed.signals) options_.metrics->SignalSent(store::ToString(outcome));
+  }
   return result;
 }
 
@@ -271,6 +278,7 @@ Executor::StepResult Executor::CommitAlone(Run& run, StepPlan plan) {
 Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workflow,
                                        const StepDefinition& step, const Planner& plan_for) {
   const ScopedRunLog run_log({run.id, workflow.name, step.name, run.attempt + 1});
+  if (options_.pulse) options_.pulse->Beat(step.timeout + options_.lease);
   auto log = [&](spdlog::level::level_enum level, const std::string& message) {
     spdlog::log(level, "run {} workflow {} step {} attempt {}: {}", run.id, workflow.name,
                 step.name, run.attempt + 1, message);
@@ -331,6 +339,7 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
       failure = std::get<StepOutcome>(std::move(ended));
     }
   } catch (const OccConflictError& e) {
+    if (options_.metrics) options_.metrics->OccConflict();
     log(spdlog::level::warn, std::string("lost the run: ") + e.what());
     return {StepResult::End::kLost};
   } catch (const Error& e) {

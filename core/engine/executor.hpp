@@ -15,6 +15,7 @@
 #include <string>
 
 #include "definition.hpp"
+#include "health.hpp"
 #include "lease_book.hpp"
 #include "model.hpp"
 #include "step.hpp"
@@ -32,6 +33,8 @@ struct ExecutorOptions {
   // becomes due again after this.
   std::chrono::milliseconds stack_busy_delay{1000};
   Metrics* metrics = nullptr;  // null: record nothing
+  // The slot's heart: beaten before each step with the step's timeout.
+  Health::Pulse* pulse = nullptr;
 };
 
 enum class ExecutionEnd {

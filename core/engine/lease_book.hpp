@@ -48,17 +48,22 @@ class LeaseBook {
   }
   // After a renewal: every run of `asked` neither renewed nor busy is lost,
   // unless its slot committed a newer version meanwhile (the renewal raced
-  // the checkpoint, which extended the lease itself).
-  void MarkLost(const std::vector<store::HeldRun>& asked, const store::LeaseRenewal& renewal) {
+  // the checkpoint, which extended the lease itself). Returns how many it marked.
+  int64_t MarkLost(const std::vector<store::HeldRun>& asked, const store::LeaseRenewal& renewal) {
     auto contains = [](const std::vector<std::string>& ids, const std::string& id) {
       return std::find(ids.begin(), ids.end(), id) != ids.end();
     };
     std::lock_guard lock(mutex_);
+    int64_t marked = 0;
     for (const auto& run : asked) {
       if (contains(renewal.renewed, run.run_id) || contains(renewal.busy, run.run_id)) continue;
       auto it = held_.find(run.run_id);
-      if (it != held_.end() && it->second.version == run.version) it->second.lost = true;
+      if (it != held_.end() && it->second.version == run.version && !it->second.lost) {
+        it->second.lost = true;
+        ++marked;
+      }
     }
+    return marked;
   }
   size_t size() const {
     std::lock_guard lock(mutex_);

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "metrics.hpp"
+
 namespace cairn {
 
 LeaseKeeper::LeaseKeeper(LeaseKeeperOptions options, LeaseBook& leases)
@@ -35,7 +37,11 @@ store::LeaseRenewal LeaseKeeper::RenewOnce() {
       renewal = connection_->Autocommit([&](store::Tx& tx) {
         return store::RenewLeases(tx, options_.worker_id, held, options_.lease);
       });
-      leases_.MarkLost(held, renewal);
+      const int64_t lost = leases_.MarkLost(held, renewal);
+      if (options_.metrics) {
+        options_.metrics->LeasesRenewed(static_cast<int64_t>(renewal.renewed.size()));
+        options_.metrics->LeasesLost(lost);
+      }
       if (!renewal.busy.empty()) {
         spdlog::warn("lease keeper: {} run(s) locked by another session, renewal skipped: {}",
                      renewal.busy.size(), fmt::join(renewal.busy, ", "));
@@ -69,8 +75,12 @@ void LeaseKeeper::Stop() {
 }
 
 void LeaseKeeper::Loop() {
+  Health::Pulse pulse = options_.health ? options_.health->Track("keeper") : Health::Pulse();
   bool failing = false;
   while (true) {
+    // Every statement is bounded (the session's timeouts), so each round
+    // comes back, renewed or failed: a round that does not is a wedge.
+    pulse.Beat(period() + options_.connection.statement_timeout);
     try {
       RenewOnce();
       if (failing) spdlog::info("lease keeper: database reachable again");

@@ -14,10 +14,13 @@
 #include <string>
 #include <thread>
 
+#include "health.hpp"
 #include "lease_book.hpp"
 #include "store.hpp"
 
 namespace cairn {
+
+class Metrics;
 
 struct LeaseKeeperOptions {
   store::ConnectionOptions connection;
@@ -25,6 +28,8 @@ struct LeaseKeeperOptions {
   std::chrono::milliseconds lease{30000};
   // How often the worker heartbeats (renewals come at least every lease / 3).
   std::chrono::milliseconds heartbeat_interval{5000};
+  Health* health = nullptr;    // null: no liveness beats
+  Metrics* metrics = nullptr;  // null: record nothing
 };
 
 class LeaseKeeper {

@@ -26,7 +26,10 @@ std::chrono::milliseconds ReconnectDelay(int failures) {
 }  // namespace
 
 Worker::Worker(WorkerOptions options, const DefinitionSet& definitions, const StepCatalog& steps)
-    : options_(std::move(options)), definitions_(definitions), steps_(steps) {
+    : options_(std::move(options)),
+      definitions_(definitions),
+      steps_(steps),
+      health_(options_.health) {
   for (const auto* definition : definitions_.All()) served_hashes_.push_back(definition->hash);
 }
 
@@ -82,10 +85,12 @@ void Worker::Start() {
              served_hashes_, options_.version, options_.concurrency});
   });
   started_ = true;
-  keeper_ =
-      std::make_unique<LeaseKeeper>(LeaseKeeperOptions{options_.connection, options_.worker_id,
-                                                       options_.lease, options_.reaper_interval},
-                                    leases_);
+  health_.MarkStarted();
+  LeaseKeeperOptions keeper{options_.connection, options_.worker_id, options_.lease,
+                            options_.reaper_interval};
+  keeper.health = &health_;
+  keeper.metrics = options_.metrics;
+  keeper_ = std::make_unique<LeaseKeeper>(keeper, leases_);
   keeper_->Start();
   for (int slot = 0; slot < options_.concurrency; ++slot) {
     slots_.emplace_back([this, slot] { SlotLoop(slot); });
@@ -107,8 +112,10 @@ void Worker::StartMaintenance() {
   SweeperOptions sweeper;
   sweeper.service = {"sweeper " + options_.worker_id, connection, options_.reaper_interval,
                      [this](const ServiceReport& report) {
-                       const int64_t reaped = report.Count("taken over") + report.Count("crashed");
-                       if (reaped > 0 && options_.metrics) options_.metrics->LeasesReaped(reaped);
+                       if (!options_.metrics) return;
+                       options_.metrics->LeasesReaped(report.Count("taken over") +
+                                                      report.Count("crashed"));
+                       options_.metrics->WaitsExpired(report.Count("waits expired"));
                      }};
   sweeper.crash_limit = options_.crash_limit;
   sweeper_ = std::make_unique<Sweeper>(sweeper);
@@ -132,7 +139,9 @@ void Worker::Wake() {
 void Worker::PollLoop() {
   std::unique_ptr<store::Connection> connection;
   int failures = 0;
+  Health::Pulse pulse = health_.Track("poller");
   while (!stop_claiming_.load()) {
+    pulse.Beat(std::max(options_.poll_interval, ReconnectDelay(failures)));
     std::chrono::milliseconds wait = options_.poll_interval;
     try {
       if (!connection || !connection->IsOpen()) connection = Connect("poller");
@@ -144,12 +153,15 @@ void Worker::PollLoop() {
       }
       if (free_slots > 0) {
         int want = std::min(free_slots, options_.claim_batch);
+        const auto claim_started = std::chrono::steady_clock::now();
         auto runs = connection->Transact([&](store::Tx& tx) {
           return store::ClaimRuns(tx, options_.queues, served_hashes_, want, options_.worker_id,
                                   options_.lease);
         });
+        health_.DatabaseReached();
         if (options_.metrics) {
-          options_.metrics->PollerReachedDatabase();
+          options_.metrics->Claimed(std::chrono::steady_clock::now() - claim_started,
+                                    static_cast<int64_t>(runs.size()));
           for (const auto& run : runs) options_.metrics->RunsClaimed(run.queue);
         }
         if (!runs.empty()) {
@@ -170,9 +182,10 @@ void Worker::PollLoop() {
           wait = std::min(wait, std::chrono::milliseconds(std::max<int64_t>(*next_due, 1)));
       }
       failures = 0;
-      if (options_.metrics) options_.metrics->PollerReachedDatabase();
+      health_.DatabaseReached();
     } catch (const std::exception& e) {
       spdlog::warn("poller: {}", e.what());
+      health_.DatabaseUnreachable(e.what());
       connection.reset();
       wait = ReconnectDelay(failures++);
     }
@@ -190,9 +203,12 @@ void Worker::SlotLoop(int slot) {
   int failures = 0;
   ExecutorOptions executor_options{options_.worker_id, options_.lease};
   executor_options.metrics = options_.metrics;
+  Health::Pulse pulse = health_.Track("slot " + std::to_string(slot));
+  executor_options.pulse = &pulse;
   auto has_work = [&] { return stop_claiming_.load() || !queue_.empty(); };
   while (true) {
     Run run;
+    pulse.Rest();  // an idle slot is not late
     {
       std::unique_lock lock(mutex_);
       while (!slots_cv_.wait_for(lock, options_.idle_timeout, has_work)) {
@@ -209,6 +225,7 @@ void Worker::SlotLoop(int slot) {
       ++busy_;
       if (options_.metrics) options_.metrics->SetSlots(busy_, options_.concurrency - busy_);
     }
+    pulse.Beat(options_.lease);
     ExecutionEnd end = ExecutionEnd::kLost;
     try {
       if (!executor || !executor->Healthy()) {
@@ -230,6 +247,7 @@ void Worker::SlotLoop(int slot) {
       std::lock_guard stats_lock(stats_mutex_);
       if (end == ExecutionEnd::kParked) ++stats_.parked;
       if (end == ExecutionEnd::kHandedBack) ++stats_.handed_back;
+      if (end == ExecutionEnd::kHandedBack && options_.metrics) options_.metrics->RunHandedBack();
       if (end == ExecutionEnd::kLost) ++stats_.lost;
     }
     {
@@ -244,13 +262,16 @@ void Worker::SlotLoop(int slot) {
 
 void Worker::ListenLoop() {
   int failures = 0;
+  Health::Pulse pulse = health_.Track("listener");
   while (!stop_claiming_.load()) {
+    pulse.Beat(ReconnectDelay(failures));
     try {
       store::WakeListener listener(options_.connection);
       failures = 0;
       // Anything that arrived while (re)connecting was missed: claim now.
       Wake();
       while (!stop_claiming_.load()) {
+        pulse.Beat(std::chrono::milliseconds(250));
         if (listener.Wait(std::chrono::milliseconds(250))) Wake();
       }
     } catch (const std::exception& e) {
@@ -263,6 +284,7 @@ void Worker::ListenLoop() {
 bool Worker::Stop() {
   if (!started_) return true;
   started_ = false;
+  health_.MarkDraining();
   const auto deadline = std::chrono::steady_clock::now() + options_.shutdown_grace;
   stop_claiming_ = true;
   poller_cv_.notify_all();
@@ -285,6 +307,7 @@ bool Worker::Stop() {
         store::ReleaseRun(tx, run.id, run.version, options_.worker_id,
                           std::chrono::milliseconds(0));
       });
+      if (options_.metrics) options_.metrics->RunHandedBack();
     }
     {
       std::unique_lock lock(mutex_);

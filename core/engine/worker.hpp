@@ -19,6 +19,7 @@
 
 #include "definition.hpp"
 #include "executor.hpp"
+#include "health.hpp"
 #include "lease_book.hpp"
 #include "lease_keeper.hpp"
 #include "retention.hpp"
@@ -55,6 +56,7 @@ struct WorkerOptions {
   // whose max_connections cannot hold that many. 0: not checked.
   int connection_budget = 0;
   Metrics* metrics = nullptr;  // null: record nothing
+  HealthOptions health;
 };
 
 struct WorkerStats {
@@ -83,6 +85,8 @@ class Worker {
 
   WorkerStats Stats() const;
   const std::string& id() const { return options_.worker_id; }
+  // Liveness of its loops and readiness; see health.hpp.
+  Health& health() { return health_; }
 
  private:
   void PollLoop();
@@ -100,6 +104,7 @@ class Worker {
   const StepCatalog& steps_;
   std::vector<std::string> served_hashes_;
   LeaseBook leases_;
+  Health health_;
 
   std::atomic<bool> stop_claiming_{false};
   std::atomic<bool> stop_runs_{false};

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "metrics.hpp"
 #include "store_schedules.hpp"
 
 namespace cairn {
@@ -201,6 +202,13 @@ int64_t ScheduleService::FireDue(store::Connection& connection,
     }
     if (!fired) break;
     LogFired(*fired);
+    if (options_.metrics) {
+      if (fired->started > 0) options_.metrics->ScheduleFired(fired->name, fired->started);
+      if (fired->skipped_older) options_.metrics->ScheduleSkipped(fired->name, "missed");
+      if (fired->unregistered > 0) {
+        options_.metrics->ScheduleSkipped(fired->name, "unregistered", fired->unregistered);
+      }
+    }
     started += fired->started;
   }
   started_total_ += started;

@@ -32,12 +32,15 @@
 
 namespace cairn {
 
+class Metrics;
+
 struct ScheduleServiceOptions {
   store::ConnectionOptions connection;
   // How often the service looks for due schedules (the worker's poll interval).
   std::chrono::milliseconds interval{std::chrono::seconds(1)};
   // Schedules handled per RunOnce at most (each in its own transaction).
   int max_schedules_per_run = 100;
+  Metrics* metrics = nullptr;  // null: record nothing
 };
 
 struct ScheduleSyncResult {

@@ -34,4 +34,7 @@ MigrationReport Migrate(Connection& connection, bool dry_run = false);
 // Reads the state without changing anything.
 MigrationReport MigrationStatus(Connection& connection);
 
+// The newest schema version this binary ships (no database needed).
+int ShippedSchemaVersion();
+
 }  // namespace cairn::store

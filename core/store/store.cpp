@@ -97,6 +97,21 @@ ErrorKind Classify(const std::string& state) {
   store::RethrowTranslated(operation);
 }
 
+namespace {
+
+// Every error leaving a connection passes here once: translated, then told
+// to the connection's observer.
+[[noreturn]] void RethrowObserved(const ConnectionOptions& options, const std::string& operation) {
+  try {
+    RethrowTranslated(operation);
+  } catch (const DatabaseError& e) {
+    if (options.observer) options.observer->Failed(e.kind());
+    throw;
+  }
+}
+
+}  // namespace
+
 const std::string& Connection::Impl::Prepare(const std::string& name) {
   if (prepared.insert(name).second) {
     connection->prepare(name, sql::WithSchema(sql::Query(name), options.schema));
@@ -124,11 +139,14 @@ Connection::Connection(ConnectionOptions options) : impl_(std::make_unique<Impl>
                  ms(impl_->options.idle_in_transaction_timeout),
                  ms(impl_->options.statement_timeout), ms(impl_->options.lock_timeout));
   } catch (...) {
-    RethrowTranslated("connect");
+    RethrowObserved(impl_->options, "connect");
   }
+  if (impl_->options.observer) impl_->options.observer->Opened();
 }
 
-Connection::~Connection() = default;
+Connection::~Connection() {
+  if (impl_->options.observer) impl_->options.observer->Closed();
+}
 
 const std::string& Connection::schema() const { return impl_->options.schema; }
 const std::string& Connection::quoted_schema() const { return impl_->quoted_schema; }
@@ -147,7 +165,7 @@ void Connection::TransactImpl(const std::function<void(Tx&)>& fn) {
       work.commit();
     }
   } catch (...) {
-    RethrowTranslated("transaction");
+    RethrowObserved(impl_->options, "transaction");
   }
 }
 
@@ -160,7 +178,7 @@ void Connection::ExecuteOutsideTransaction(const std::function<void(Tx&)>& fn) {
     Tx tx(tx_impl);
     fn(tx);
   } catch (...) {
-    RethrowTranslated("statement");
+    RethrowObserved(impl_->options, "statement");
   }
 }
 

@@ -22,6 +22,19 @@
 
 namespace cairn::store {
 
+// Told about the sessions and database errors of the connections made with
+// the options that carry it (the daemon counts them in its metrics). Called
+// on the thread using the connection: thread-safe, and must not throw.
+class SessionObserver {
+ public:
+  virtual ~SessionObserver() = default;
+  virtual void Opened() {}
+  virtual void Closed() {}
+  // A database error, once, as it leaves the connection (kTransient,
+  // kInDoubt, kPermanent or kInvalidArgument).
+  virtual void Failed(ErrorKind kind) { (void)kind; }
+};
+
 struct ConnectionOptions {
   std::string url;  // libpq connection string or URI; empty: libpq's PG* defaults
   std::string schema = "cairn";
@@ -32,6 +45,7 @@ struct ConnectionOptions {
   // sessions that must not stall (lease renewal, maintenance); zero: none.
   std::chrono::milliseconds statement_timeout{0};
   std::chrono::milliseconds lock_timeout{0};
+  std::shared_ptr<SessionObserver> observer;  // null: nobody is told
 };
 
 class Tx;
@@ -338,6 +352,10 @@ void HeartbeatWorker(Tx& tx, const std::string& worker_id);
 void StopWorker(Tx& tx, const std::string& worker_id);
 // Unfinished runs that no live worker (heartbeat within `liveness`) can serve.
 std::vector<Run> StrandedRuns(Tx& tx, std::chrono::milliseconds liveness, int limit = kMaxRunPage);
+// Per queue, how many runs StrandedRuns would list (at most `limit` in all).
+std::vector<std::pair<std::string, int64_t>> CountStrandedRuns(Tx& tx,
+                                                               std::chrono::milliseconds liveness,
+                                                               int limit = 100000);
 // Re-pins unfinished runs from one definition to another; returns their ids.
 std::vector<std::string> RepinRuns(Tx& tx, const std::string& from_hash,
                                    const std::string& to_hash);
@@ -356,6 +374,19 @@ class WakeListener {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The fleet's backlog: unfinished runs and runs awaiting an operator, per
+// queue and state (a status, or "delayed": ready but due later).
+struct BacklogRow {
+  std::string queue;
+  std::string state;
+  int64_t runs = 0;
+  std::optional<double> oldest_due_age_seconds;  // null: none of them is due
+};
+std::vector<BacklogRow> ReadBacklog(Tx& tx);
+// Takes the backlog reader's lease (a session lock) for this connection's
+// session; false when another session holds it. Take it once per session.
+bool TryTakeBacklogLead(Tx& tx);
 
 // How many runs there are in each status.
 std::unordered_map<RunStatus, int64_t> CountRuns(Tx& tx);

@@ -162,4 +162,10 @@ MigrationReport Migrate(Connection& connection, bool dry_run) {
   return report;
 }
 
+int ShippedSchemaVersion() {
+  int latest = 0;
+  for (const auto& file : ShippedMigrations()) latest = std::max(latest, file.version);
+  return latest;
+}
+
 }  // namespace cairn::store

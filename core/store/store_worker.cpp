@@ -184,6 +184,46 @@ std::vector<Run> StrandedRuns(Tx& tx, std::chrono::milliseconds liveness, int li
   return runs;
 }
 
+std::vector<std::pair<std::string, int64_t>> CountStrandedRuns(Tx& tx,
+                                                               std::chrono::milliseconds liveness,
+                                                               int limit) {
+  // Counted over stranded_runs itself, so the rule of what is stranded stays
+  // in that one file.
+  auto& t = Internal(tx);
+  const std::string text = "SELECT s.queue, count(*) FROM (" +
+                           std::string(sql::Query("stranded_runs")) +
+                           ") s GROUP BY s.queue ORDER BY s.queue";
+  std::vector<std::pair<std::string, int64_t>> counts;
+  try {
+    for (const auto& row : t.work.exec_params(sql::WithSchema(text, t.session.options.schema),
+                                              static_cast<int64_t>(liveness.count()), limit)) {
+      counts.emplace_back(row[0].c_str(), row[1].as<int64_t>());
+    }
+  } catch (...) {
+    RethrowTranslated("count_stranded_runs");
+  }
+  return counts;
+}
+
+std::vector<BacklogRow> ReadBacklog(Tx& tx) {
+  std::vector<BacklogRow> rows;
+  for (const auto& row : Internal(tx).Exec("backlog")) {
+    BacklogRow r;
+    r.queue = row["queue"].c_str();
+    r.state = row["state"].c_str();
+    r.runs = row["runs"].as<int64_t>();
+    if (!row["oldest_due_age"].is_null())
+      r.oldest_due_age_seconds = row["oldest_due_age"].as<double>();
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+bool TryTakeBacklogLead(Tx& tx) {
+  auto& t = Internal(tx);
+  return t.Exec("backlog_try_lead", t.session.options.schema)[0][0].as<bool>();
+}
+
 std::vector<std::string> RepinRuns(Tx& tx, const std::string& from_hash,
                                    const std::string& to_hash) {
   std::vector<std::string> ids;

@@ -72,6 +72,9 @@ void ExpectDefaults(const DaemonConfig& c) {
   EXPECT_EQ(c.log.level, "info");
   EXPECT_EQ(c.log.format, "text");
   EXPECT_EQ(c.metrics.listen, "127.0.0.1:9464");
+  EXPECT_EQ(c.metrics.backlog_interval, milliseconds(15000));
+  EXPECT_EQ(c.health.listen, "127.0.0.1:9464");
+  EXPECT_EQ(c.health.grace, milliseconds(10000));
   EXPECT_EQ(c.maintenance.reaper_interval, milliseconds(5000));
   EXPECT_EQ(c.maintenance.retention, milliseconds(30LL * 86400 * 1000));
   EXPECT_EQ(c.maintenance.crash_limit, 3);
@@ -121,6 +124,10 @@ workflows:
 log: {level: debug, format: json}
 metrics:
   listen: ""
+  backlog_interval: 1m
+health:
+  listen: "0.0.0.0:8080"
+  grace: 2s
 maintenance:
   reaper_interval: 2s
   retention: 0
@@ -144,6 +151,9 @@ maintenance:
   EXPECT_EQ(c.log.level, "debug");
   EXPECT_EQ(c.log.format, "json");
   EXPECT_EQ(c.metrics.listen, "");
+  EXPECT_EQ(c.metrics.backlog_interval, milliseconds(60000));
+  EXPECT_EQ(c.health.listen, "0.0.0.0:8080");
+  EXPECT_EQ(c.health.grace, milliseconds(2000));
   EXPECT_EQ(c.maintenance.reaper_interval, milliseconds(2000));
   EXPECT_EQ(c.maintenance.retention, milliseconds(0));
   EXPECT_EQ(c.EffectivePoolSize(), 20);
@@ -218,6 +228,16 @@ TEST(ConfigLoader, EveryValidationErrorNamesFileLineAndKey) {
       {"metrics:\n  listen: localhost\n", "cairn.yaml:2: metrics.listen: must be host:port"},
       {"metrics:\n  listen: \"127.0.0.1:99999\"\n",
        "cairn.yaml:2: metrics.listen: must be host:port"},
+      {"metrics:\n  listen: \"[::1]:9464\"\n",
+       "cairn.yaml:2: metrics.listen: IPv6 addresses are not supported"},
+      {"metrics:\n  backlog_interval: 0\n",
+       "cairn.yaml:2: metrics.backlog_interval: must be longer than 0"},
+      {"metrics:\n  backlog: 5s\n", "cairn.yaml:2: metrics.backlog: unknown key"},
+      {"health:\n  listen: localhost\n", "cairn.yaml:2: health.listen: must be host:port"},
+      {"health:\n  listen: \"[::]:80\"\n",
+       "cairn.yaml:2: health.listen: IPv6 addresses are not supported"},
+      {"health:\n  grace: -1s\n", "cairn.yaml:2: health.grace: "},
+      {"health: 5\n", "cairn.yaml:1: health: must be a mapping"},
       {"maintenance:\n  reaper_interval: 0\n",
        "cairn.yaml:2: maintenance.reaper_interval: must be longer than 0"},
       {"plugins:\n  directories: [\"\"]\n",
@@ -237,9 +257,9 @@ TEST(ConfigLoader, EveryValidationErrorNamesFileLineAndKey) {
 }
 
 TEST(ConfigLoader, AcceptsListenAddresses) {
-  for (const char* ok :
-       {"127.0.0.1:9464", "0.0.0.0:1", ":9464", "[::1]:9464", "metrics.local:80"}) {
+  for (const char* ok : {"127.0.0.1:9464", "0.0.0.0:1", ":9464", "metrics.local:80", ""}) {
     EXPECT_EQ(LoadError(std::string("metrics:\n  listen: \"") + ok + "\"\n"), "") << ok;
+    EXPECT_EQ(LoadError(std::string("health:\n  listen: \"") + ok + "\"\n"), "") << ok;
   }
 }
 
@@ -391,8 +411,8 @@ TEST(ConfigEnvironment, OverridesTheFile) {
 
 TEST(ConfigEnvironment, MetricsListenBeatsTheFileButCannotDisableMetrics) {
   DaemonConfig c = LoadConfigFromString("metrics:\n  listen: \"127.0.0.1:9100\"\n", "cairn.yaml");
-  ApplyEnvironment(c, Env({{"CAIRN_METRICS_LISTEN", "[::]:9464"}}));
-  EXPECT_EQ(c.metrics.listen, "[::]:9464");
+  ApplyEnvironment(c, Env({{"CAIRN_METRICS_LISTEN", "0.0.0.0:9464"}}));
+  EXPECT_EQ(c.metrics.listen, "0.0.0.0:9464");
   // Empty counts as unset, like every variable: the file's address stays.
   DaemonConfig disabled = LoadConfigFromString("metrics:\n  listen: \"\"\n", "cairn.yaml");
   ApplyEnvironment(disabled, Env({{"CAIRN_METRICS_LISTEN", ""}}));

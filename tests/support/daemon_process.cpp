@@ -87,8 +87,9 @@ std::vector<char*> Pointers(std::vector<std::string>& strings) {
 // Forks and execs argv[0] with stdout to out_path and stderr to err_path
 // (the same file when equal; appended), stdin from /dev/null.
 pid_t Spawn(std::vector<std::string> argv_strings, const std::string& out_path,
-            const std::string& err_path) {
+            const std::string& err_path, const std::vector<std::string>& extra_env = {}) {
   std::vector<std::string> env_strings = ChildEnvironment();
+  env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
   std::vector<char*> argv = Pointers(argv_strings);
   std::vector<char*> envp = Pointers(env_strings);
   const pid_t parent = ::getpid();
@@ -174,7 +175,11 @@ std::string DaemonConfigYaml(const DaemonOptions& o) {
     << "  level: " << o.log_level << "\n"
     << "  format: " << o.log_format << "\n"
     << "metrics:\n"
-    << "  listen: \"\"\n"
+    << "  listen: " << Quote(o.metrics_listen) << "\n"
+    << "  backlog_interval: " << o.backlog_interval << "\n"
+    << "health:\n"
+    << "  listen: " << Quote(o.health_listen) << "\n"
+    << "  grace: " << o.health_grace << "\n"
     << "maintenance:\n"
     << "  reaper_interval: " << o.reaper_interval << "\n"
     << "  crash_limit: " << o.crash_limit << "\n";
@@ -209,7 +214,8 @@ DaemonProcess::~DaemonProcess() {
 
 void DaemonProcess::Start() {
   if (pid_ > 0) throw std::logic_error("DaemonProcess::Start: already started");
-  pid_ = Spawn({options_.binary, "run", "--config", config_path_}, log_path_, log_path_);
+  pid_ = Spawn({options_.binary, "run", "--config", config_path_}, log_path_, log_path_,
+               options_.environment);
 }
 
 bool DaemonProcess::StartAndWaitReady(std::chrono::milliseconds timeout) {

@@ -58,6 +58,14 @@ struct DaemonOptions {
   std::string isolation = "process";  // plugins.isolation
   std::string memory_limit = "0";     // plugins.memory_limit
   int crash_limit = 3;                // maintenance.crash_limit
+  // HTTP addresses ("127.0.0.1:<port>"); "" disables (the default, so that
+  // daemons of parallel tests never compete for a port).
+  std::string metrics_listen;
+  std::string backlog_interval = "15s";
+  std::string health_listen;
+  std::string health_grace = "10s";
+  // Extra environment variables of the daemon, "NAME=value".
+  std::vector<std::string> environment;
 };
 
 #if defined(CAIRN_BINARY) && defined(CAIRN_PLUGIN_DIR) && defined(CAIRN_SOURCE_DIR)
@@ -80,7 +88,7 @@ inline DaemonOptions BuiltDaemonOptions(const std::string& url, const std::strin
 }
 #endif
 
-// The YAML text of a daemon config for these options (metrics disabled).
+// The YAML text of a daemon config for these options.
 std::string DaemonConfigYaml(const DaemonOptions& options);
 
 // One `cairn run --config <dir>/cairn.yaml` process. The destructor kills it
