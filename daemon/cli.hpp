@@ -120,6 +120,7 @@ po::options_description HelpOptions();
 po::options_description StepHostOptions();
 po::options_description CleanupOptions();
 po::options_description WorkersOptions();
+po::options_description ConfigOptions();
 
 int RunMigrate(const std::vector<std::string>& args);
 int RunVersion(const std::vector<std::string>& args);
@@ -138,5 +139,6 @@ int RunHelp(const std::vector<std::string>& args);
 int RunStepHost(const std::vector<std::string>& args);
 int RunCleanup(const std::vector<std::string>& args);
 int RunWorkers(const std::vector<std::string>& args);
+int RunConfig(const std::vector<std::string>& args);
 
 }  // namespace cairn::cli

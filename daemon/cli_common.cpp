@@ -15,7 +15,8 @@ po::options_description ConnectionOptions() {
       "database-url", po::value<std::string>()->value_name("URL"),
       "PostgreSQL connection URI or libpq string (default: $CAIRN_DATABASE_URL)")(
       "schema", po::value<std::string>()->value_name("NAME"),
-      "schema holding cairn's tables (default: $CAIRN_SCHEMA, the config file's, or cairn)");
+      "schema holding cairn's tables (default: $CAIRN_DATABASE_SCHEMA or $CAIRN_SCHEMA, the "
+      "config file's, or cairn)");
   return options;
 }
 

@@ -1,23 +1,20 @@
-// The daemon configuration: YAML loading, secrets and environment overrides;
-// see config.hpp. The rules live in CheckConfig alone, shared by the loader
-// (which maps key paths back to lines), ApplyEnvironment and ValidateConfig.
+// The daemon configuration: layers, rules and their errors; see config.hpp.
+// What a key is and how it is read lives in the key table (config_keys.cpp);
+// the rules that relate keys live in CheckConfig alone, shared by every way
+// of loading. Secrets are read in config_secrets.cpp.
 #include "config.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <charconv>
-#include <climits>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <set>
 
+#include "config_keys.hpp"
 #include "definition.hpp"
 #include "errors.hpp"
 #include "identifier.hpp"
@@ -29,33 +26,17 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using FailFn = std::function<void(const std::string& path, const std::string& problem)>;
+using config::kMaxClaimBatch;
+using config::kMaxConcurrency;
+using config::kMaxCrashLimit;
+using config::kMaxPoolSize;
+using config::kMinMemoryLimit;
 
 constexpr std::array<std::string_view, 5> kLogLevels{"trace", "debug", "info", "warn", "error"};
 constexpr std::array<std::string_view, 2> kLogFormats{"text", "json"};
 constexpr std::array<std::string_view, 2> kIsolations{"process", "thread"};
-constexpr uint64_t kMinMemoryLimit = uint64_t{64} << 20;
-constexpr int kMaxConcurrency = 1024;
-constexpr int kMaxPoolSize = 10000;
-constexpr int kMaxClaimBatch = 10000;
-constexpr int kMaxCrashLimit = 100;
 
 std::string Quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
-
-std::string ModeText(mode_t mode) {
-  char text[8];
-  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
-  return text;
-}
-
-// What others (neither owner nor group) may do with a file of this mode.
-std::string OthersMayText(mode_t mode) {
-  const bool read = (mode & S_IROTH) != 0;
-  const bool write = (mode & S_IWOTH) != 0;
-  return std::string(read && write ? "readable and writable"
-                     : read        ? "readable"
-                                   : "writable") +
-         " by others";
-}
 
 template <std::size_t N>
 std::string OneOf(const std::array<std::string_view, N>& values) {
@@ -113,7 +94,17 @@ void CheckConfig(const DaemonConfig& c, const FailFn& fail) {
   }
   if (c.database.pool_size < 0 || c.database.pool_size > kMaxPoolSize) {
     fail("database.pool_size", "must be an integer between 0 and " + std::to_string(kMaxPoolSize) +
-                                   " (0 = concurrency + 2)");
+                                   " (0 = what worker.concurrency needs)");
+  }
+  if (c.database.pool_size > 0 && c.database.pool_size <= c.FixedConnections()) {
+    fail("database.pool_size",
+         "must leave a connection for at least one slot: more than " +
+             std::to_string(c.FixedConnections()) +
+             " (the poller, lease keeper, sweeper, schedule service, LISTEN, retention and the "
+             "backlog reader each hold one)");
+  }
+  if (c.database.idle_timeout < std::chrono::seconds(1)) {
+    fail("database.idle_timeout", "must be at least 1s");
   }
   if (c.worker.id.size() > 200 ||
       std::any_of(c.worker.id.begin(), c.worker.id.end(),
@@ -195,226 +186,216 @@ void CheckConfig(const DaemonConfig& c, const FailFn& fail) {
   }
 }
 
-fs::path Resolve(const fs::path& base, const std::string& text) {
-  fs::path p(text);
-  if (p.is_relative() && !base.empty()) p = base / p;
-  return p.lexically_normal();
+// The origin of a key path, or of its nearest recorded ancestor
+// ("worker.queues[1]" -> "worker.queues").
+const ConfigOrigin* FindOrigin(const DaemonConfig& c, std::string path) {
+  while (!path.empty()) {
+    if (auto it = c.origins.find(path); it != c.origins.end()) return &it->second;
+    const std::size_t cut = path.find_last_of(".[");
+    if (cut == std::string::npos) break;
+    path.resize(cut);
+  }
+  return nullptr;
 }
 
-std::vector<fs::path> ReadPathList(const YAML::Node& node, const std::string& source,
-                                   const std::string& path, const fs::path& base,
-                                   yaml::LineMap& lines) {
-  std::vector<fs::path> out;
-  std::size_t i = 0;
-  for (const std::string& item : yaml::ReadStringList(node, source, path, false)) {
-    (void)item;
-    lines.Record(yaml::Index(path, i), node[i]);
-    out.push_back(Resolve(base, item));
-    ++i;
-  }
-  return out;
-}
-
-void ParseDatabase(const YAML::Node& node, const std::string& source, const fs::path& base,
-                   DaemonConfig& c, yaml::LineMap& lines) {
-  const std::string path = "database";
-  yaml::CheckMap(node, source, path,
-                 {"url", "url_file", "url_credential", "schema", "pool_size", "idle_timeout"});
-  std::vector<std::pair<std::string, YAML::Node>> secrets;
-  for (const char* key : {"url", "url_file", "url_credential"}) {
-    YAML::Node v = yaml::Get(node, key, path, lines);
-    if (v.IsDefined() && !yaml::ReadString(v, source, yaml::Join(path, key), true).empty()) {
-      secrets.emplace_back(key, v);
-    }
-  }
-  if (secrets.size() > 1) {
-    yaml::Fail(
-        source, secrets[1].second, yaml::Join(path, secrets[1].first),
-        "set only one of url, url_file and url_credential (" + secrets[0].first + " is set too)");
-  }
-  if (!secrets.empty()) {
-    const auto& [key, v] = secrets.front();
-    const std::string key_path = yaml::Join(path, key);
-    const std::string value = v.Scalar();
-    try {
-      if (key == "url") {
-        c.database.url = value;
-        c.database.url_origin = "database.url in " + source;
-      } else if (key == "url_file") {
-        const fs::path file = Resolve(base, value);
-        c.database.url = ReadSecretFile(file, "database URL file");
-        c.database.url_origin = "file " + file.string();
-      } else {
-        if (value == "." || value == ".." || value.find('/') != std::string::npos) {
-          yaml::Fail(source, v, key_path,
-                     "must be a credential name (no \"/\"), got " + Quoted(value));
-        }
-        const char* dir = std::getenv("CREDENTIALS_DIRECTORY");
-        if (dir == nullptr || *dir == '\0') {
-          yaml::Fail(source, v, key_path,
-                     "credential " + Quoted(value) +
-                         " requested but $CREDENTIALS_DIRECTORY is not set (run under systemd "
-                         "with LoadCredential=" +
-                         value + ":/path/to/secret)");
-        }
-        c.database.url = ReadSecretFile(fs::path(dir) / value, "systemd credential " + value);
-        c.database.url_origin = "systemd credential " + value;
-      }
-    } catch (const ConfigError& e) {
-      if (e.source() == source) throw;
-      yaml::Fail(source, v, key_path, e.what());
-    }
-  }
-  if (auto v = yaml::Get(node, "schema", path, lines); v.IsDefined()) {
-    c.database.schema = yaml::ReadString(v, source, "database.schema", false);
-  }
-  if (auto v = yaml::Get(node, "pool_size", path, lines); v.IsDefined()) {
-    c.database.pool_size =
-        static_cast<int>(yaml::ReadInt(v, source, "database.pool_size", 0, kMaxPoolSize));
-  }
-}
-
-void ParseWorker(const YAML::Node& node, const std::string& source, DaemonConfig& c,
-                 yaml::LineMap& lines) {
-  const std::string path = "worker";
-  yaml::CheckMap(node, source, path,
-                 {"id", "queues", "concurrency", "poll_interval", "lease", "claim_batch",
-                  "shutdown_grace", "listen"});
-  WorkerConfig& w = c.worker;
-  if (auto v = yaml::Get(node, "id", path, lines); v.IsDefined()) {
-    w.id = yaml::ReadString(v, source, "worker.id", true);
-  }
-  if (auto v = yaml::Get(node, "queues", path, lines); v.IsDefined()) {
-    w.queues = yaml::ReadStringList(v, source, "worker.queues", false);
-    for (std::size_t i = 0; i < w.queues.size(); ++i) {
-      lines.Record(yaml::Index("worker.queues", i), v[i]);
-    }
-  }
-  if (auto v = yaml::Get(node, "concurrency", path, lines); v.IsDefined()) {
-    w.concurrency =
-        static_cast<int>(yaml::ReadInt(v, source, "worker.concurrency", 1, kMaxConcurrency));
-  }
-  if (auto v = yaml::Get(node, "poll_interval", path, lines); v.IsDefined()) {
-    w.poll_interval = yaml::ReadDuration(v, source, "worker.poll_interval");
-  }
-  if (auto v = yaml::Get(node, "lease", path, lines); v.IsDefined()) {
-    w.lease = yaml::ReadDuration(v, source, "worker.lease");
-  }
-  if (auto v = yaml::Get(node, "claim_batch", path, lines); v.IsDefined()) {
-    w.claim_batch =
-        static_cast<int>(yaml::ReadInt(v, source, "worker.claim_batch", 0, kMaxClaimBatch));
-  }
-  if (auto v = yaml::Get(node, "shutdown_grace", path, lines); v.IsDefined()) {
-    w.shutdown_grace = yaml::ReadDuration(v, source, "worker.shutdown_grace");
-  }
-  if (auto v = yaml::Get(node, "listen", path, lines); v.IsDefined()) {
-    w.listen = yaml::ReadBool(v, source, "worker.listen");
-  }
-}
-
-void ParsePlugins(const YAML::Node& node, const std::string& source, const fs::path& base,
-                  DaemonConfig& c, yaml::LineMap& lines) {
-  const std::string path = "plugins";
-  yaml::CheckMap(node, source, path,
-                 {"directories", "isolation", "isolation_by_plugin", "memory_limit"});
-  PluginsConfig& p = c.plugins;
-  if (auto d = yaml::Get(node, "directories", path, lines); d.IsDefined()) {
-    p.directories = ReadPathList(d, source, "plugins.directories", base, lines);
-  }
-  if (auto v = yaml::Get(node, "isolation", path, lines); v.IsDefined()) {
-    p.isolation = yaml::ReadString(v, source, "plugins.isolation", false);
-  }
-  if (auto v = yaml::Get(node, "isolation_by_plugin", path, lines); v.IsDefined()) {
-    if (!v.IsMap()) yaml::Fail(source, v, "plugins.isolation_by_plugin", "must be a mapping");
-    for (const auto& entry : v) {
-      const std::string plugin = entry.first.Scalar();
-      const std::string key = yaml::Join("plugins.isolation_by_plugin", plugin);
-      lines.Record(key, entry.second);
-      p.isolation_by_plugin[plugin] = yaml::ReadString(entry.second, source, key, false);
-    }
-  }
-  if (auto v = yaml::Get(node, "memory_limit", path, lines); v.IsDefined()) {
-    p.memory_limit = yaml::ReadByteSize(v, source, "plugins.memory_limit");
-  }
-}
-
-DaemonConfig ParseConfig(const YAML::Node& root, const std::string& source, const fs::path& base) {
-  DaemonConfig c;
-  c.source = source;
-  if (!root.IsDefined() || root.IsNull()) return c;  // an empty file: all defaults
-  yaml::LineMap lines;
-  yaml::CheckMap(root, source, "",
-                 {"database", "worker", "plugins", "workflows", "log", "metrics", "health",
-                  "maintenance", "schedules"});
-  if (auto v = yaml::Get(root, "database", "", lines); v.IsDefined()) {
-    ParseDatabase(v, source, base, c, lines);
-  }
-  if (auto v = yaml::Get(root, "worker", "", lines); v.IsDefined()) {
-    ParseWorker(v, source, c, lines);
-  }
-  if (auto v = yaml::Get(root, "plugins", "", lines); v.IsDefined()) {
-    ParsePlugins(v, source, base, c, lines);
-  }
-  if (auto v = yaml::Get(root, "workflows", "", lines); v.IsDefined()) {
-    yaml::CheckMap(v, source, "workflows", {"paths"});
-    if (auto p = yaml::Get(v, "paths", "workflows", lines); p.IsDefined()) {
-      c.workflows.paths = ReadPathList(p, source, "workflows.paths", base, lines);
-    }
-  }
-  if (auto v = yaml::Get(root, "log", "", lines); v.IsDefined()) {
-    yaml::CheckMap(v, source, "log", {"level", "format"});
-    if (auto l = yaml::Get(v, "level", "log", lines); l.IsDefined()) {
-      c.log.level = yaml::ReadString(l, source, "log.level", false);
-    }
-    if (auto f = yaml::Get(v, "format", "log", lines); f.IsDefined()) {
-      c.log.format = yaml::ReadString(f, source, "log.format", false);
-    }
-  }
-  if (auto v = yaml::Get(root, "metrics", "", lines); v.IsDefined()) {
-    yaml::CheckMap(v, source, "metrics", {"listen", "backlog_interval"});
-    if (auto l = yaml::Get(v, "listen", "metrics", lines); l.IsDefined()) {
-      c.metrics.listen = yaml::ReadString(l, source, "metrics.listen", true);
-    }
-    if (auto b = yaml::Get(v, "backlog_interval", "metrics", lines); b.IsDefined()) {
-      c.metrics.backlog_interval = yaml::ReadDuration(b, source, "metrics.backlog_interval");
-    }
-  }
-  if (auto v = yaml::Get(root, "health", "", lines); v.IsDefined()) {
-    yaml::CheckMap(v, source, "health", {"listen", "grace"});
-    if (auto l = yaml::Get(v, "listen", "health", lines); l.IsDefined()) {
-      c.health.listen = yaml::ReadString(l, source, "health.listen", true);
-    }
-    if (auto g = yaml::Get(v, "grace", "health", lines); g.IsDefined()) {
-      c.health.grace = yaml::ReadDuration(g, source, "health.grace");
-    }
-  }
-  if (auto v = yaml::Get(root, "maintenance", "", lines); v.IsDefined()) {
-    yaml::CheckMap(v, source, "maintenance", {"reaper_interval", "crash_limit", "retention"});
-    if (auto r = yaml::Get(v, "reaper_interval", "maintenance", lines); r.IsDefined()) {
-      c.maintenance.reaper_interval = yaml::ReadDuration(r, source, "maintenance.reaper_interval");
-    }
-    if (auto r = yaml::Get(v, "crash_limit", "maintenance", lines); r.IsDefined()) {
-      c.maintenance.crash_limit =
-          static_cast<int>(yaml::ReadInt(r, source, "maintenance.crash_limit", 1, kMaxCrashLimit));
-    }
-    if (auto r = yaml::Get(v, "retention", "maintenance", lines); r.IsDefined()) {
-      c.maintenance.retention = yaml::ReadDuration(r, source, "maintenance.retention");
-    }
-  }
-  if (auto v = yaml::Get(root, "schedules", "", lines); v.IsDefined()) {
-    c.schedules = ParseSchedules(v, source, lines);
-    c.schedules_declared = true;
-  }
+// Throws the rule's problem where the offending value came from.
+void Check(const DaemonConfig& c) {
   CheckConfig(c, [&](const std::string& path, const std::string& problem) {
-    throw ConfigError(source, lines.Find(path), path, problem);
+    const ConfigOrigin* origin = FindOrigin(c, path);
+    if (origin == nullptr) {
+      throw ConfigError(c.source.empty() ? "config" : c.source, 0, path, problem);
+    }
+    if (!origin->name.empty()) throw ConfigError(origin->source, 0, origin->name, problem);
+    throw ConfigError(origin->source, origin->line, path, problem);
   });
-  return c;
+}
+
+// The allowed keys of a section ("" for the top level), from the key table.
+std::vector<std::string_view> AllowedKeys(std::string_view section) {
+  std::vector<std::string_view> allowed;
+  for (const config::Key& key : config::Keys()) {
+    const std::string_view path = key.path;
+    const std::size_t dot = path.find('.');
+    const std::string_view head = path.substr(0, dot);
+    if (section.empty()) {
+      if (std::find(allowed.begin(), allowed.end(), head) == allowed.end()) allowed.push_back(head);
+    } else if (dot != std::string_view::npos && head == section) {
+      allowed.push_back(path.substr(dot + 1));
+    }
+  }
+  return allowed;
+}
+
+// Records where a key's value and, for a list or mapping, each entry came
+// from.
+void RecordOrigins(DaemonConfig& c, const std::string& path, const YAML::Node& node,
+                   const ConfigOrigin& origin) {
+  c.origins[path] = origin;
+  if (!origin.name.empty()) return;
+  if (node.IsSequence()) {
+    for (std::size_t i = 0; i < node.size(); ++i) {
+      c.origins[yaml::Index(path, i)] = {origin.source, yaml::LineOf(node[i]), ""};
+    }
+  } else if (node.IsMap()) {
+    for (const auto& entry : node) {
+      c.origins[yaml::Join(path, entry.first.Scalar())] = {origin.source,
+                                                           yaml::LineOf(entry.second), ""};
+    }
+  }
+}
+
+// Reads the keys one file names over what earlier layers set.
+void ReadFileLayer(const YAML::Node& root, const config::Layer& layer, DaemonConfig& c) {
+  if (!root.IsDefined() || root.IsNull()) return;  // an empty file sets nothing
+  yaml::CheckMap(root, layer.source, "", AllowedKeys(""));
+  for (const auto& entry : root) {
+    const std::string section = entry.first.Scalar();
+    if (entry.second.IsMap() || section == "schedules") continue;
+    if (entry.second.IsNull()) continue;  // "worker:" with nothing under it
+    yaml::Fail(layer.source, entry.second, section, "must be a mapping");
+  }
+  // Within one layer the database URL comes from one place.
+  std::vector<std::string> url_keys;
+  for (const char* key : {"url", "url_file", "url_credential"}) {
+    const YAML::Node database = root["database"];
+    if (database.IsDefined() && database.IsMap() && database[key].IsDefined() &&
+        !database[key].IsNull() && !(database[key].IsScalar() && database[key].Scalar().empty())) {
+      url_keys.emplace_back(key);
+    }
+  }
+  if (url_keys.size() > 1) {
+    yaml::Fail(layer.source, root["database"][url_keys[1]], "database." + url_keys[1],
+               "set only one of url, url_file and url_credential (" + url_keys[0] + " is set too)");
+  }
+  for (const auto& entry : root) {
+    const std::string section = entry.first.Scalar();
+    if (entry.second.IsMap() && section != "schedules") {
+      yaml::CheckMap(entry.second, layer.source, section, AllowedKeys(section));
+    }
+  }
+  for (const config::Key& key : config::Keys()) {
+    const std::size_t dot = key.path.find('.');
+    // yaml-cpp: an absent key gives an invalid node, on which only
+    // IsDefined may be called (and which cannot be assigned to).
+    const YAML::Node section = dot == std::string::npos ? root : root[key.path.substr(0, dot)];
+    if (!section.IsDefined() || !section.IsMap()) continue;  // "worker:" with nothing under it
+    const YAML::Node node = section[dot == std::string::npos ? key.path : key.path.substr(dot + 1)];
+    if (!node.IsDefined()) continue;
+    key.read(node, layer, c);
+    RecordOrigins(c, key.path, node, {layer.source, yaml::LineOf(node), ""});
+  }
+}
+
+// Refused as ssh refuses its configuration: a file anyone may change
+// decides which database, plugins and workflows cairn uses.
+void CheckFileMode(const fs::path& file, const struct stat& st) {
+  if ((st.st_mode & S_IWOTH) != 0) {
+    throw ConfigError(file.string(), 0, "",
+                      "the configuration file is writable by others (mode " +
+                          config::ModeText(st.st_mode) +
+                          "): anyone could change the database, plugins and workflows it names; "
+                          "chmod o-w " +
+                          file.string());
+  }
+}
+
+// The main file, then its drop-ins in name order.
+std::vector<fs::path> ConfigFiles(const fs::path& file) {
+  std::vector<fs::path> files{file};
+  const fs::path dropins = fs::path(file.string() + ".d");
+  std::error_code ec;
+  if (!fs::is_directory(dropins, ec)) return files;
+  std::vector<fs::path> found;
+  for (const auto& entry : fs::directory_iterator(dropins, ec)) {
+    const std::string extension = entry.path().extension().string();
+    if ((extension == ".yaml" || extension == ".yml") && entry.is_regular_file(ec)) {
+      found.push_back(entry.path());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  files.insert(files.end(), found.begin(), found.end());
+  return files;
+}
+
+void ReadFiles(const fs::path& main_file, DaemonConfig& c) {
+  c.source = main_file.string();
+  for (const fs::path& file : ConfigFiles(main_file)) {
+    struct stat st {};
+    const bool have_mode = ::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+    if (have_mode) CheckFileMode(file, st);
+    std::error_code ec;
+    fs::path base = fs::absolute(file, ec).parent_path();
+    if (ec) base = file.parent_path();
+    ReadFileLayer(yaml::Parse(ReadYamlFile(file), file.string()), {file.string(), base, ""}, c);
+    const DatabaseUrlSource& url = c.database.url_source;
+    if (have_mode && (st.st_mode & S_IROTH) != 0 && url.kind == DatabaseUrlSource::kUrl &&
+        url.layer == file.string() && DatabaseUrlHasPassword(url.value)) {
+      throw ConfigError(file.string(), url.line, "database.url",
+                        "holds a password, and the file is readable by others (mode " +
+                            config::ModeText(st.st_mode) + "): chmod o-r " + file.string() +
+                            ", or keep the URL in database.url_file or database.url_credential");
+    }
+  }
+}
+
+// Reads one value given by name (a variable or a flag) into its key.
+void ReadNamedValue(const config::Key& key, const config::Layer& layer, const std::string& text,
+                    DaemonConfig& c) {
+  YAML::Node node;
+  if (key.structured) {
+    try {
+      node = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      throw ConfigError(layer.source, 0, layer.name, "not valid YAML: " + e.msg);
+    }
+  } else {
+    node = YAML::Node(text);
+  }
+  try {
+    key.read(node, layer, c);
+  } catch (const ConfigError& e) {
+    throw ConfigError(layer.source, 0, layer.name, e.problem());
+  }
+  c.origins[key.path] = {layer.source, 0, layer.name};
+}
+
+const config::Key& KeyAt(const std::string& path) {
+  for (const config::Key& key : config::Keys()) {
+    if (key.path == path) return key;
+  }
+  throw InvalidArgumentError("no configuration key " + path);
+}
+
+void ReadEnvironment(const EnvLookup& env, DaemonConfig& c) {
+  std::error_code ec;
+  const fs::path cwd = fs::current_path(ec);
+  auto read = [&](const std::string& variable, const std::string& path) {
+    std::optional<std::string> value = env(variable);
+    if (!value || value->empty()) return;
+    ReadNamedValue(KeyAt(path), {"environment", cwd, variable}, *value, c);
+  };
+  for (const auto& [variable, path] : config::EnvironmentAliases()) read(variable, path);
+  for (const config::Key& key : config::Keys()) read(config::EnvironmentName(key.path), key.path);
+}
+
+void ReadFlags(const std::vector<ConfigFlag>& flags, DaemonConfig& c) {
+  std::error_code ec;
+  const fs::path cwd = fs::current_path(ec);
+  for (const ConfigFlag& flag : flags) {
+    ReadNamedValue(KeyAt(flag.path), {"command line", cwd, flag.flag}, flag.value, c);
+  }
 }
 
 }  // namespace
 
+std::string ConfigOrigin::Text() const {
+  if (!name.empty()) return source + " " + name;
+  return line > 0 ? source + ":" + std::to_string(line) : source;
+}
+
 int DaemonConfig::FixedConnections() const {
-  return 4 + (worker.listen ? 1 : 0) + (maintenance.retention.count() > 0 ? 1 : 0);
+  return 4 + (worker.listen ? 1 : 0) + (maintenance.retention.count() > 0 ? 1 : 0) +
+         (metrics.listen.empty() ? 0 : 1);
 }
 
 int DaemonConfig::EffectivePoolSize() const {
@@ -438,205 +419,64 @@ std::string DaemonConfig::EffectiveWorkerId() const {
   return std::string(host) + ":" + std::to_string(getpid());
 }
 
-DaemonConfig LoadConfig(const fs::path& file) {
-  std::error_code ec;
-  fs::path base = fs::absolute(file, ec).parent_path();
-  if (ec) base = file.parent_path();
-  // Refused as ssh refuses its configuration: a file anyone may change
-  // decides which database, plugins and workflows cairn uses.
-  struct stat st {};
-  const bool have_mode = ::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-  if (have_mode && (st.st_mode & S_IWOTH) != 0) {
-    throw ConfigError(file.string(), 0, "",
-                      "the configuration file is writable by others (mode " + ModeText(st.st_mode) +
-                          "): anyone could change the database, plugins and workflows it names; "
-                          "chmod o-w " +
-                          file.string());
-  }
-  DaemonConfig config = LoadConfigFromString(ReadYamlFile(file), file.string(), base);
-  if (have_mode && (st.st_mode & S_IROTH) != 0 &&
-      config.database.url_origin == "database.url in " + file.string() &&
-      DatabaseUrlHasPassword(config.database.url)) {
-    throw ConfigError(file.string(), 0, "database.url",
-                      "holds a password, and the file is readable by others (mode " +
-                          ModeText(st.st_mode) + "): chmod o-r " + file.string() +
-                          ", or keep the URL in database.url_file or database.url_credential");
-  }
-  return config;
-}
-
-DaemonConfig LoadConfigFromString(std::string_view text, const std::string& source,
-                                  const fs::path& base_dir) {
-  const fs::path base = base_dir.empty() ? fs::path(source).parent_path() : base_dir;
-  return ParseConfig(yaml::Parse(text, source), source, base);
-}
-
-void ApplyEnvironment(DaemonConfig& config) {
-  ApplyEnvironment(config, [](const std::string& name) -> std::optional<std::string> {
+EnvLookup ProcessEnvironment() {
+  return [](const std::string& name) -> std::optional<std::string> {
     const char* value = std::getenv(name.c_str());
     if (value == nullptr) return std::nullopt;
     return std::string(value);
-  });
+  };
 }
 
+DaemonConfig LoadDaemonConfig(const ConfigSources& sources) {
+  DaemonConfig c;
+  if (sources.file) ReadFiles(*sources.file, c);
+  if (sources.env) ReadEnvironment(sources.env, c);
+  ReadFlags(sources.flags, c);
+  config::ResolveDatabaseUrl(c);
+  Check(c);
+  return c;
+}
+
+DaemonConfig LoadConfig(const fs::path& file) { return LoadDaemonConfig({file, nullptr, {}}); }
+
+DaemonConfig LoadConfigFromString(std::string_view text, const std::string& source,
+                                  const fs::path& base_dir) {
+  DaemonConfig c;
+  c.source = source;
+  const fs::path base = base_dir.empty() ? fs::path(source).parent_path() : base_dir;
+  ReadFileLayer(yaml::Parse(text, source), {source, base, ""}, c);
+  config::ResolveDatabaseUrl(c);
+  Check(c);
+  return c;
+}
+
+void ApplyEnvironment(DaemonConfig& config) { ApplyEnvironment(config, ProcessEnvironment()); }
+
 void ApplyEnvironment(DaemonConfig& config, const EnvLookup& env) {
-  auto get = [&](const char* name) -> std::optional<std::string> {
-    auto value = env(name);
-    if (value && value->empty()) return std::nullopt;
-    return value;
-  };
   DaemonConfig c = config;
-  std::map<std::string, std::string> variable_of;  // key path -> variable, for errors
-  if (auto v = get("CAIRN_DATABASE_URL")) {
-    c.database.url = *v;
-    c.database.url_origin = "environment CAIRN_DATABASE_URL";
+  ReadEnvironment(env, c);
+  if (c.database.url_source.origin != config.database.url_source.origin ||
+      c.database.url_source.value != config.database.url_source.value) {
+    config::ResolveDatabaseUrl(c);
   }
-  if (auto v = get("CAIRN_SCHEMA")) {
-    c.database.schema = *v;
-    variable_of["database.schema"] = "CAIRN_SCHEMA";
-  }
-  if (auto v = get("CAIRN_CONCURRENCY")) {
-    int value = 0;
-    const auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), value);
-    if (ec != std::errc() || ptr != v->data() + v->size() || value < 1 || value > kMaxConcurrency) {
-      throw ConfigError("environment", 0, "CAIRN_CONCURRENCY",
-                        "must be an integer between 1 and " + std::to_string(kMaxConcurrency) +
-                            ", got " + Quoted(*v));
-    }
-    c.worker.concurrency = value;
-    variable_of["worker.concurrency"] = "CAIRN_CONCURRENCY";
-  }
-  if (auto v = get("CAIRN_LOG_LEVEL")) {
-    c.log.level = *v;
-    variable_of["log.level"] = "CAIRN_LOG_LEVEL";
-  }
-  if (auto v = get("CAIRN_METRICS_LISTEN")) {
-    c.metrics.listen = *v;
-    variable_of["metrics.listen"] = "CAIRN_METRICS_LISTEN";
-  }
-  CheckConfig(c, [&](const std::string& path, const std::string& problem) {
-    if (auto it = variable_of.find(path); it != variable_of.end()) {
-      throw ConfigError("environment", 0, it->second, problem);
-    }
-    throw ConfigError(config.source.empty() ? "config" : config.source, 0, path, problem);
-  });
+  Check(c);
   config = std::move(c);
 }
 
-void ValidateConfig(const DaemonConfig& config) {
-  CheckConfig(config, [&](const std::string& path, const std::string& problem) {
-    throw ConfigError(config.source.empty() ? "config" : config.source, 0, path, problem);
-  });
-}
+void ValidateConfig(const DaemonConfig& config) { Check(config); }
 
-std::string ReadSecretFile(const fs::path& file, const std::string& what) {
-  constexpr std::size_t kMaxSecret = 64 * 1024;
-  // O_NONBLOCK: opening a FIFO must not hang; a regular file ignores it.
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) {
-    throw ConfigError(
-        file.string(), 0, "",
-        what + ": " +
-            (errno == ENOENT ? std::string("no such file")
-                             : "cannot open for reading: " + std::string(std::strerror(errno))));
+Json ShowConfig(const DaemonConfig& config) {
+  Json out = Json::array();
+  for (const config::Key& key : config::Keys()) {
+    const auto origin = config.origins.find(key.path);
+    out.push_back({{"key", key.path},
+                   {"value", key.show(config)},
+                   {"source", origin == config.origins.end() ? "default" : origin->second.Text()},
+                   {"env", config::EnvironmentName(key.path)}});
   }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  // The mode of the file that is read, not of whatever the path names later.
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    throw ConfigError(file.string(), 0, "", what + ": not a regular file");
-  }
-  if ((st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
-    throw ConfigError(file.string(), 0, "",
-                      what + ": " + OthersMayText(st.st_mode) + " (mode " + ModeText(st.st_mode) +
-                          "); a secret must be for its owner and group alone: chmod o-rw " +
-                          file.string());
-  }
-  std::string secret(kMaxSecret + 1, '\0');
-  std::size_t filled = 0;
-  while (filled < secret.size()) {
-    const ssize_t n = ::read(fd, secret.data() + filled, secret.size() - filled);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw ConfigError(file.string(), 0, "", what + ": read error");
-    if (n == 0) break;
-    filled += static_cast<std::size_t>(n);
-  }
-  secret.resize(filled);
-  if (secret.size() > kMaxSecret) {
-    throw ConfigError(file.string(), 0, "", what + ": larger than 64 KiB");
-  }
-  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
-  if (secret.empty()) throw ConfigError(file.string(), 0, "", what + ": file is empty");
-  return secret;
-}
-
-namespace {
-
-// Where the passwords of a connection string are, as (offset, length) pairs
-// in increasing order: a URI's user:password@ and every password=... (a
-// query parameter or a key=value pair, possibly quoted).
-std::vector<std::pair<std::size_t, std::size_t>> PasswordSpans(std::string_view url) {
-  std::vector<std::pair<std::size_t, std::size_t>> spans;
-  if (const std::size_t scheme = url.find("://"); scheme != std::string_view::npos) {
-    const std::size_t authority = scheme + 3;
-    const std::size_t end = url.find_first_of("/?#", authority);
-    const std::size_t at = url.rfind('@', end == std::string_view::npos ? url.size() : end);
-    if (at != std::string_view::npos && at > authority) {
-      const std::size_t colon = url.find(':', authority);
-      if (colon != std::string_view::npos && colon < at) {
-        spans.emplace_back(colon + 1, at - colon - 1);
-      }
-    }
-  }
-  std::size_t pos = 0;
-  while ((pos = url.find("password", pos)) != std::string_view::npos) {
-    std::size_t eq = pos + 8;
-    while (eq < url.size() && url[eq] == ' ') ++eq;
-    const bool at_key =
-        pos == 0 || url[pos - 1] == '?' || url[pos - 1] == '&' || url[pos - 1] == ' ';
-    if (!at_key || eq >= url.size() || url[eq] != '=') {
-      pos += 8;
-      continue;
-    }
-    std::size_t start = eq + 1;
-    while (start < url.size() && url[start] == ' ') ++start;
-    std::size_t stop = start;
-    if (stop < url.size() && url[stop] == '\'') {
-      ++stop;
-      while (stop < url.size() && url[stop] != '\'') stop += url[stop] == '\\' ? 2 : 1;
-      stop = std::min(stop + 1, url.size());
-    } else {
-      while (stop < url.size() && url[stop] != '&' && url[stop] != ' ') ++stop;
-    }
-    spans.emplace_back(start, stop - start);
-    pos = stop;
-  }
-  return spans;
-}
-
-}  // namespace
-
-std::string RedactDatabaseUrl(std::string_view url) {
-  std::string out;
-  std::size_t copied = 0;
-  for (const auto& [start, length] : PasswordSpans(url)) {
-    if (start < copied) continue;
-    out.append(url.substr(copied, start - copied));
-    out += "****";
-    copied = start + length;
-  }
-  out.append(url.substr(std::min(copied, url.size())));
   return out;
 }
 
-bool DatabaseUrlHasPassword(std::string_view url) {
-  for (const auto& [start, length] : PasswordSpans(url)) {
-    if (length > 0) return true;
-  }
-  return false;
-}
+std::string ConfigEnvironmentName(const std::string& path) { return config::EnvironmentName(path); }
 
 }  // namespace cairn

@@ -1,9 +1,11 @@
-// The daemon configuration (config/cairn.yaml documents every key): loading
-// and validating the YAML file, reading the database URL secret, and the
-// environment overrides. Precedence, highest first: command-line flags
-// (applied by the CLI after ApplyEnvironment), environment (ApplyEnvironment),
-// the file, built-in defaults. A DaemonConfig is a plain value; nothing here
-// is shared between threads.
+// The daemon configuration (config/cairn.yaml documents every key), in
+// layers, lowest first: built-in defaults, the main file, the drop-in files
+// <file>.d/*.yaml in name order, the environment (every key as
+// CAIRN_<PATH>, e.g. CAIRN_WORKER_CONCURRENCY), command-line flags. A later
+// layer sets only the keys it names. The database URL secret is read once
+// all layers are in, from whichever layer named it last. Every value
+// remembers where it came from (`cairn config show`). A DaemonConfig is a
+// plain value; nothing here is shared between threads.
 #pragma once
 
 #include <chrono>
@@ -20,11 +22,22 @@
 
 namespace cairn {
 
+// Where the database URL comes from, as the last layer that named one said:
+// database.url, database.url_file or database.url_credential.
+struct DatabaseUrlSource {
+  enum Kind { kNone, kUrl, kFile, kCredential } kind = kNone;
+  std::string value;   // the URL, the file's path or the credential's name
+  std::string origin;  // "database.url in <file>", "environment CAIRN_DATABASE_URL"...
+  std::string layer;   // the layer's source, for errors
+  int line = 0;
+};
+
 struct DatabaseConfig {
-  // The connection string (URI or key=value), resolved at load time from
-  // exactly one of `url`, `url_file` or `url_credential`. A secret: never
-  // log it, log RedactDatabaseUrl(url) or url_origin instead.
+  // The connection string (URI or key=value), resolved once every layer is
+  // read from url_source. A secret: never log it, log RedactDatabaseUrl(url)
+  // or url_origin instead.
   std::string url;
+  DatabaseUrlSource url_source;
   // Where url came from, for logs: "database.url in <file>", "file <path>",
   // "systemd credential <name>", "environment CAIRN_DATABASE_URL", or "".
   std::string url_origin;
@@ -91,6 +104,14 @@ struct MaintenanceConfig {
   std::chrono::milliseconds retention{std::chrono::hours(24 * 30)};  // 0 = keep forever
 };
 
+// Where a configuration value came from.
+struct ConfigOrigin {
+  std::string source;        // a file's path, "environment" or "command line"
+  int line = 0;              // in a file; 0 when unknown
+  std::string name;          // the variable or flag that set it; "" in a file
+  std::string Text() const;  // "/etc/cairn/cairn.yaml:12", "environment CAIRN_SCHEMA"
+};
+
 struct DaemonConfig {
   DatabaseConfig database;
   WorkerConfig worker;
@@ -105,9 +126,13 @@ struct DaemonConfig {
   std::vector<ScheduleDefinition> schedules;
   bool schedules_declared = false;
   std::string source;  // the config file, "" for defaults only
+  // Where each key set by a layer came from (key path, or path of a list
+  // item such as worker.queues[1]); keys absent here have their defaults.
+  std::map<std::string, ConfigOrigin> origins;
 
   // The connections the daemon holds besides its slots: poller, lease
-  // keeper, sweeper, schedule service, and LISTEN and retention when on.
+  // keeper, sweeper, schedule service, and LISTEN, retention and the backlog
+  // reader (metrics) when on.
   int FixedConnections() const;
   int EffectivePoolSize() const;          // pool_size, or concurrency + FixedConnections()
   int EffectiveConcurrency() const;       // slots that fit in the pool (at most concurrency)
@@ -115,34 +140,62 @@ struct DaemonConfig {
   std::string EffectiveWorkerId() const;  // id, or "<hostname>:<pid>"
 };
 
-// Loads and validates a config file. Relative paths (plugins.directories,
-// workflows.paths, database.url_file) are resolved against the file's
-// folder. Throws ConfigError "file:line: key.path: problem" for malformed
-// YAML, unknown keys, invalid values and an unreadable secret, and refuses
-// a file writable by others, or one readable by others whose database.url
-// holds a password (docs/security.md).
+// Looks an environment variable up; nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+// The process environment.
+EnvLookup ProcessEnvironment();
+
+// A command-line flag that sets a key: {"--concurrency", "worker.concurrency", "16"}.
+struct ConfigFlag {
+  std::string flag;
+  std::string path;
+  std::string value;
+};
+
+// Every layer of a daemon's configuration.
+struct ConfigSources {
+  std::optional<std::filesystem::path> file;  // with its drop-ins <file>.d/*.yaml
+  EnvLookup env;                              // null: no environment layer
+  std::vector<ConfigFlag> flags;
+};
+
+// Reads every layer, resolves the database URL, checks every rule. Throws
+// ConfigError "file:line: key.path: problem" (or "environment: CAIRN_X:
+// problem", "command line: --flag: problem") for malformed YAML, unknown
+// keys, invalid values and unreadable secrets. Relative paths resolve
+// against the folder of the file that names them (the working directory for
+// the environment and flags). A configuration file or drop-in writable by
+// others is refused, as is one readable by others whose database.url holds a
+// password (docs/security.md).
+DaemonConfig LoadDaemonConfig(const ConfigSources& sources);
+
+// One file and its drop-ins, without the environment.
 DaemonConfig LoadConfig(const std::filesystem::path& file);
 
-// The same from text. Relative paths resolve against base_dir, or against
+// One layer from text. Relative paths resolve against base_dir, or against
 // the folder of `source` when base_dir is empty.
 DaemonConfig LoadConfigFromString(std::string_view text, const std::string& source,
                                   const std::filesystem::path& base_dir = {});
 
-// Looks an environment variable up; nullopt when unset.
-using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
-
-// Applies CAIRN_DATABASE_URL, CAIRN_SCHEMA, CAIRN_CONCURRENCY,
-// CAIRN_LOG_LEVEL and CAIRN_METRICS_LISTEN over the file's values
-// (environment beats file). A
-// variable set to the empty string counts as unset. Throws ConfigError
-// naming the variable for an invalid value. The one-argument form reads
-// the process environment.
+// Lays the environment over a loaded config (CAIRN_<PATH> for every key, and
+// the older CAIRN_SCHEMA and CAIRN_CONCURRENCY). A variable set to the empty
+// string counts as unset. Throws ConfigError naming the variable for an
+// invalid value, and leaves config unchanged then. The one-argument form
+// reads the process environment.
 void ApplyEnvironment(DaemonConfig& config);
 void ApplyEnvironment(DaemonConfig& config, const EnvLookup& env);
 
-// Re-checks every rule on a config (for example after the CLI applied its
-// flags). Throws ConfigError naming the key path.
+// Re-checks every rule on a config. Throws ConfigError naming where the
+// offending value came from.
 void ValidateConfig(const DaemonConfig& config);
+
+// The effective configuration, one entry per key: {key, value, source,
+// env}; secrets masked, "default" for a key no layer set.
+Json ShowConfig(const DaemonConfig& config);
+
+// The environment variable of a key path (worker.concurrency ->
+// CAIRN_WORKER_CONCURRENCY).
+std::string ConfigEnvironmentName(const std::string& path);
 
 // Reads a secret file: the whole content without trailing CR/LF. Throws
 // ConfigError naming `what` when missing, unreadable, empty, over 64 KiB, or

@@ -187,6 +187,11 @@ std::string Index(const std::string& path, std::size_t index) {
 
 void CheckMap(const YAML::Node& node, const std::string& source, const std::string& path,
               std::initializer_list<std::string_view> allowed) {
+  CheckMap(node, source, path, std::vector<std::string_view>(allowed));
+}
+
+void CheckMap(const YAML::Node& node, const std::string& source, const std::string& path,
+              const std::vector<std::string_view>& allowed) {
   if (!node.IsMap()) Fail(source, node, path, "must be a mapping");
   std::set<std::string, std::less<>> seen;
   for (const auto& entry : node) {

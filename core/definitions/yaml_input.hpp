@@ -82,6 +82,8 @@ std::string Index(const std::string& path, std::size_t index);
 // An unknown key names the closest allowed key when one is near.
 void CheckMap(const YAML::Node& node, const std::string& source, const std::string& path,
               std::initializer_list<std::string_view> allowed);
+void CheckMap(const YAML::Node& node, const std::string& source, const std::string& path,
+              const std::vector<std::string_view>& allowed);
 
 // Typed scalar readers: node must be defined; path is the key path of node.
 std::string ReadString(const YAML::Node& node, const std::string& source, const std::string& path,

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 namespace cairn {
@@ -82,9 +84,9 @@ void ExpectDefaults(const DaemonConfig& c) {
   EXPECT_EQ(c.plugins.isolation, "process");
   EXPECT_EQ(c.plugins.memory_limit, 0u);
   // Eight slots, and the poller, lease keeper, sweeper, schedule service,
-  // LISTEN and retention.
-  EXPECT_EQ(c.FixedConnections(), 6);
-  EXPECT_EQ(c.EffectivePoolSize(), 14);
+  // LISTEN, retention and the backlog reader.
+  EXPECT_EQ(c.FixedConnections(), 7);
+  EXPECT_EQ(c.EffectivePoolSize(), 15);
   EXPECT_EQ(c.EffectiveConcurrency(), 8);
   EXPECT_EQ(c.EffectiveClaimBatch(), 8);
 }
@@ -100,6 +102,15 @@ TEST(ConfigLoader, ReferenceFileDocumentsTheDefaults) {
   const DaemonConfig c = LoadConfig(fs::path(CAIRN_SOURCE_DIR) / "config/cairn.yaml");
   ExpectDefaults(c);
   EXPECT_EQ(c.source, std::string(CAIRN_SOURCE_DIR) + "/config/cairn.yaml");
+  // Every key is in the reference: set there, or shown in a comment.
+  std::ifstream in(fs::path(CAIRN_SOURCE_DIR) / "config/cairn.yaml");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const Json& entry : ShowConfig(c)) {
+    const std::string key = entry["key"];
+    const std::string name = key.substr(key.find('.') + 1);
+    EXPECT_TRUE(c.origins.count(key) != 0 || text.find("# " + name + ":") != std::string::npos)
+        << key << " is not documented in config/cairn.yaml";
+  }
 }
 
 TEST(ConfigLoader, ReadsEveryKey) {
@@ -526,6 +537,145 @@ TEST(RedactDatabaseUrl, HidesPasswords) {
             "host=db password=**** user=cairn");
   EXPECT_EQ(RedactDatabaseUrl("host=db password='s3 cret' user=cairn"),
             "host=db password=**** user=cairn");
+}
+
+// ---------------------------------------------------------------- layers
+
+// A value for every key that differs from its default. A key added to the
+// table without a sample here fails EveryKeyHasAnEnvironmentVariable.
+std::map<std::string, std::string> SampleValues(const fs::path& dir) {
+  return {
+      {"database.url", "postgresql://sample/db"},
+      {"database.url_file", (dir / "url").string()},
+      {"database.url_credential", "database-url"},
+      {"database.schema", "sample"},
+      {"database.pool_size", "40"},
+      {"database.idle_timeout", "2m"},
+      {"worker.id", "sample-1"},
+      {"worker.queues", "[a, b]"},
+      {"worker.concurrency", "5"},
+      {"worker.poll_interval", "2s"},
+      {"worker.lease", "40s"},
+      {"worker.claim_batch", "3"},
+      {"worker.shutdown_grace", "20s"},
+      {"worker.listen", "false"},
+      {"plugins.directories", "[" + (dir / "plugins").string() + "]"},
+      {"plugins.isolation", "thread"},
+      {"plugins.isolation_by_plugin", "{noop: process}"},
+      {"plugins.memory_limit", "536870912"},
+      {"workflows.paths", "[" + (dir / "workflows").string() + "]"},
+      {"log.level", "debug"},
+      {"log.format", "json"},
+      {"metrics.listen", "127.0.0.1:9500"},
+      {"metrics.backlog_interval", "30s"},
+      {"health.listen", "127.0.0.1:9501"},
+      {"health.grace", "20s"},
+      {"maintenance.reaper_interval", "10s"},
+      {"maintenance.crash_limit", "5"},
+      {"maintenance.retention", "7d"},
+      {"schedules", "[{name: nightly, workflow: w, cron: '0 3 * * *'}]"},
+  };
+}
+
+TEST(ConfigLayers, EveryKeyHasAnEnvironmentVariable) {
+  TempDir dir;
+  fs::permissions(dir.Write("url", "postgresql://from/file\n"), fs::perms(0600));
+  fs::permissions(dir.Write("creds/database-url", "postgresql://from/credential\n"),
+                  fs::perms(0400));
+  const char* old = getenv("CREDENTIALS_DIRECTORY");
+  const std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
+  setenv("CREDENTIALS_DIRECTORY", (dir.path() / "creds").c_str(), 1);
+
+  const std::map<std::string, std::string> samples = SampleValues(dir.path());
+  const Json defaults = ShowConfig(DaemonConfig{});
+  ASSERT_GT(defaults.size(), 20u);
+  for (const Json& entry : defaults) {
+    const std::string key = entry["key"];
+    const std::string variable = entry["env"];
+    SCOPED_TRACE(key + " via " + variable);
+    EXPECT_EQ(variable, ConfigEnvironmentName(key));
+    const auto sample = samples.find(key);
+    ASSERT_NE(sample, samples.end()) << "no sample value for " << key << " in SampleValues";
+    ConfigSources sources;
+    sources.env = Env({{variable, sample->second}});
+    const DaemonConfig c = LoadDaemonConfig(sources);
+    const Json shown = ShowConfig(c);
+    const auto it =
+        std::find_if(shown.begin(), shown.end(), [&](const Json& e) { return e["key"] == key; });
+    ASSERT_NE(it, shown.end());
+    EXPECT_EQ((*it)["source"], "environment " + variable);
+    EXPECT_NE((*it)["value"], entry["value"]) << "the variable changed nothing";
+  }
+  if (saved) {
+    setenv("CREDENTIALS_DIRECTORY", saved->c_str(), 1);
+  } else {
+    unsetenv("CREDENTIALS_DIRECTORY");
+  }
+}
+
+TEST(ConfigLayers, DropInsThenEnvironmentThenFlagsEachSetOnlyWhatTheyName) {
+  TempDir dir;
+  const fs::path file = dir.Write("cairn.yaml",
+                                  "database:\n  schema: main\nworker:\n  concurrency: 2\n"
+                                  "  lease: 10s\nlog:\n  level: info\n");
+  dir.Write("cairn.yaml.d/20-late.yaml", "worker:\n  concurrency: 6\n");
+  dir.Write("cairn.yaml.d/10-early.yaml", "worker:\n  concurrency: 4\n  queues: [fast]\n");
+  dir.Write("cairn.yaml.d/README", "not yaml: [ignored because of its name\n");
+  ConfigSources sources;
+  sources.file = file;
+  sources.env = Env({{"CAIRN_LOG_LEVEL", "warn"}, {"CAIRN_WORKER_LEASE", "20s"}});
+  sources.flags = {{"--log-level", "log.level", "error"}};
+  const DaemonConfig c = LoadDaemonConfig(sources);
+  EXPECT_EQ(c.database.schema, "main");
+  EXPECT_EQ(c.worker.concurrency, 6);  // the last drop-in in name order
+  EXPECT_EQ(c.worker.queues, std::vector<std::string>{"fast"});
+  EXPECT_EQ(c.worker.lease, std::chrono::seconds(20));
+  EXPECT_EQ(c.log.level, "error");
+  EXPECT_EQ(c.origins.at("database.schema").Text(), file.string() + ":2");
+  EXPECT_EQ(c.origins.at("worker.concurrency").Text(),
+            (dir.path() / "cairn.yaml.d/20-late.yaml").string() + ":2");
+  EXPECT_EQ(c.origins.at("worker.lease").Text(), "environment CAIRN_WORKER_LEASE");
+  EXPECT_EQ(c.origins.at("log.level").Text(), "command line --log-level");
+  EXPECT_EQ(c.origins.count("worker.poll_interval"), 0u);
+}
+
+TEST(ConfigLayers, AnErrorNamesTheLayerThatSetTheValue) {
+  TempDir dir;
+  const fs::path file = dir.Write("cairn.yaml", "worker:\n  concurrency: 2\n");
+  dir.Write("cairn.yaml.d/50-bad.yaml", "worker:\n  lease: 500ms\n");
+  ConfigSources sources;
+  sources.file = file;
+  try {
+    LoadDaemonConfig(sources);
+    ADD_FAILURE() << "a lease under a second was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find((dir.path() / "cairn.yaml.d/50-bad.yaml").string()),
+              std::string::npos)
+        << e.what();
+  }
+  sources.file.reset();
+  sources.env = Env({{"CAIRN_WORKER_QUEUES", "[ok, \"bad queue\"]"}});
+  try {
+    LoadDaemonConfig(sources);
+    ADD_FAILURE() << "a queue name with a space was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("environment: CAIRN_WORKER_QUEUES", 0), 0u) << e.what();
+  }
+  sources.env = nullptr;
+  sources.flags = {{"--concurrency", "worker.concurrency", "0"}};
+  try {
+    LoadDaemonConfig(sources);
+    ADD_FAILURE() << "concurrency 0 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("command line: --concurrency", 0), 0u) << e.what();
+  }
+}
+
+TEST(ConfigLayers, ShowMasksSecrets) {
+  ConfigSources sources;
+  sources.env = Env({{"CAIRN_DATABASE_URL", "postgresql://cairn:hunter2@db/cairn"}});
+  const Json shown = ShowConfig(LoadDaemonConfig(sources));
+  EXPECT_EQ(shown.dump().find("hunter2"), std::string::npos) << shown.dump();
 }
 
 }  // namespace

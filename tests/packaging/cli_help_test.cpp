@@ -37,9 +37,29 @@ std::set<std::string> OptionsIn(const std::string& help) {
   return names;
 }
 
-const std::vector<std::string> kCommands = {"run",     "migrate",   "start",   "show",  "list",
-                                            "history", "signal",    "cancel",  "retry", "plugins",
-                                            "bench",   "schedules", "version", "help"};
+const std::vector<std::string> kCommands = {"run",     "migrate",   "start",   "show",    "list",
+                                            "history", "signal",    "cancel",  "retry",   "plugins",
+                                            "bench",   "schedules", "cleanup", "workers", "config",
+                                            "version", "help"};
+
+TEST(CliUsage, ListsExactlyTheCommandsTheseTestsCheck) {
+  // A new command joins kCommands, so its help and manual entry are checked.
+  const CommandResult usage = Cairn({"--help"});
+  ASSERT_EQ(usage.exit_code, 0);
+  std::vector<std::string> listed;
+  std::istringstream lines(usage.out);
+  bool in_commands = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line == "commands:") {
+      in_commands = true;
+    } else if (in_commands && line.rfind("  ", 0) == 0) {
+      listed.push_back(line.substr(2, line.find(' ', 2) - 2));
+    } else if (in_commands) {
+      break;
+    }
+  }
+  EXPECT_EQ(listed, kCommands);
+}
 
 TEST(CliVersion, PrintsTheVersionForBothSpellings) {
   const CommandResult flag = Cairn({"--version"});

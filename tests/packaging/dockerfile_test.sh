@@ -5,7 +5,9 @@
 # checkout's build/, build-*/, .data/ and .git/ out of the context (and with
 # them a CMakeCache.txt that would break the image's `cmake -B build`) but no
 # tracked file; the package it installs is the one CPack names; it sets
-# CAIRN_METRICS_LISTEN (which the built cairn reads) and EXPOSEs its port;
+# CAIRN_METRICS_LISTEN and CAIRN_HEALTH_LISTEN so that, read by the built
+# cairn, metrics and health both listen on every interface without two
+# servers fighting over one port, and EXPOSEs it;
 # and its HEALTHCHECK command, run as Docker runs it (/bin/sh -c), succeeds
 # exactly when GET /readyz on that address answers 200.
 source "$(dirname "$0")/lib.sh"
@@ -137,6 +139,17 @@ if err=$(CAIRN_METRICS_LISTEN=no-port "$build_dir/daemon/cairn" plugins \
   fail "cairn ignores CAIRN_METRICS_LISTEN (accepted no-port)"
 fi
 expect_contains "$err" "CAIRN_METRICS_LISTEN" "cairn's error for a bad CAIRN_METRICS_LISTEN"
+# Health as the image's environment configures it: on every interface, and
+# on the metrics address itself (one server) or on a port of its own.
+image_env=()
+for assignment in $(instruction ENV); do image_env+=("$assignment"); done
+shown=$(env "${image_env[@]}" "$build_dir/daemon/cairn" config show --config "$scratch/cairn.yaml") ||
+  fail "cairn config show refuses the image's environment"
+health=$(awk '$1 == "health.listen" { print $2 }' <<<"$shown")
+metrics=$(awk '$1 == "metrics.listen" { print $2 }' <<<"$shown")
+[[ $health == 0.0.0.0:* ]] || fail "health.listen is $health in the image: /readyz unreachable, or its port taken by metrics"
+[[ $health == "$metrics" || ${health##*:} != "${metrics##*:}" ]] ||
+  fail "health.listen $health and metrics.listen $metrics want the same port from two servers"
 
 # The HEALTHCHECK, against a one-request HTTP server on a free port that
 # answers 200 on one path and 404 on others (or a fixed status).
@@ -171,7 +184,7 @@ serve_once() {  # serve_once PATH STATUS: answers STATUS on PATH, 404 elsewhere
 
 run_healthcheck() {  # run_healthcheck PORT: the command's exit status
   local status=0
-  CAIRN_METRICS_LISTEN=0.0.0.0:$1 timeout 10 /bin/sh -c "$command" >/dev/null 2>&1 || status=$?
+  CAIRN_HEALTH_LISTEN=0.0.0.0:$1 timeout 10 /bin/sh -c "$command" >/dev/null 2>&1 || status=$?
   return $status
 }
 
