@@ -2,12 +2,16 @@
 // worker, metrics and the health endpoints together, pushing each
 // component's stop on a StopStack as it starts it, then waits for signals on
 // the main thread: SIGTERM/SIGINT unwind the stack gracefully (a second one
-// exits at once), SIGHUP re-reads the log level and the schedules. The
+// exits at once), SIGHUP reloads the log level, queues, concurrency,
+// workflow definitions and schedules without stopping (bracketed by
+// RELOADING=1 and READY=1; STATUS= says what the worker is doing). The
 // systemd watchdog is pinged from the main thread while the worker's loops
 // come round (its Health), so systemd restarts a wedged daemon.
 #include <signal.h>
+#include <spdlog/fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
+#include <time.h>
 
 #include <atomic>
 #include <iostream>
@@ -106,16 +110,23 @@ po::options_description DaemonOptions() {
 }
 
 DaemonConfig LoadDaemonConfig(const po::variables_map& vm) {
-  DaemonConfig config =
-      vm.count("config") ? LoadConfig(vm["config"].as<std::string>()) : DaemonConfig{};
-  ApplyEnvironment(config);
-  if (vm.count("database-url")) config.database.url = vm["database-url"].as<std::string>();
-  if (vm.count("schema")) config.database.schema = vm["schema"].as<std::string>();
-  if (vm.count("concurrency")) config.worker.concurrency = vm["concurrency"].as<int>();
-  if (vm.count("worker-id")) config.worker.id = vm["worker-id"].as<std::string>();
-  if (vm.count("log-level")) config.log.level = vm["log-level"].as<std::string>();
-  ValidateConfig(config);
-  return config;
+  ConfigSources sources;
+  if (vm.count("config")) sources.file = vm["config"].as<std::string>();
+  sources.env = ProcessEnvironment();
+  // The flags a subcommand has, as the last layer.
+  auto flag = [&](const std::string& name, const std::string& path) {
+    if (vm.count(name) == 0) return;
+    const auto& value = vm[name].value();
+    const std::string text = value.type() == typeid(int) ? std::to_string(vm[name].as<int>())
+                                                         : vm[name].as<std::string>();
+    sources.flags.push_back({"--" + name, path, text});
+  };
+  flag("database-url", "database.url");
+  flag("schema", "database.schema");
+  flag("concurrency", "worker.concurrency");
+  flag("worker-id", "worker.id");
+  flag("log-level", "log.level");
+  return cairn::LoadDaemonConfig(sources);
 }
 
 store::ConnectionOptions ConnectionFor(const DaemonConfig& config, const std::string& name) {
@@ -141,7 +152,18 @@ std::unique_ptr<PluginCatalog> LoadPlugins(const DaemonConfig& config) {
   options.processes.log_level = config.log.level;
   options.processes.log_format = config.log.format;
   options.processes.memory_limit = config.plugins.memory_limit;
-  return std::make_unique<PluginCatalog>(std::move(options));
+  try {
+    return std::make_unique<PluginCatalog>(std::move(options));
+  } catch (const PluginError& e) {
+    // Say which layer of the configuration named the plugin at fault.
+    const std::string message = e.what();
+    const std::string key = message.rfind("plugins.isolation_by_plugin", 0) == 0
+                                ? "plugins.isolation_by_plugin"
+                                : "plugins.directories";
+    const auto origin = config.origins.find(key);
+    throw PluginError((origin == config.origins.end() ? "default" : origin->second.Text()) + ": " +
+                      (key == "plugins.directories" ? key + ": " : "") + message);
+  }
 }
 
 DefinitionSet LoadWorkflows(const DaemonConfig& config, const StepCatalog& plugins) {
@@ -150,6 +172,61 @@ DefinitionSet LoadWorkflows(const DaemonConfig& config, const StepCatalog& plugi
                 [&](const std::string& step) { return plugins.Find(step) != nullptr; });
   return definitions;
 }
+
+namespace {
+
+void Notify(const std::string& state) { sd_notify(0, state.c_str()); }
+
+uint64_t MonotonicMicros() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000 + static_cast<uint64_t>(now.tv_nsec) / 1000;
+}
+
+// What systemctl status shows on the daemon's STATUS= line.
+std::string StatusOf(const Worker& worker) {
+  const auto [busy, slots] = worker.Busy();
+  const WorkerStats stats = worker.Stats();
+  return fmt::format("{} of {} slots running steps; {} runs claimed since start", busy, slots,
+                     stats.claimed);
+}
+
+// The keys SIGHUP applies to a running daemon; the others need a restart.
+bool Reloadable(const std::string& key) {
+  return key == "log.level" || key == "worker.queues" || key == "worker.concurrency" ||
+         key == "worker.claim_batch" || key == "workflows.paths" || key == "schedules";
+}
+
+// SIGHUP: reads every layer again and applies what may change while runs
+// are in flight, saying which other changes wait for a restart. Throws,
+// having changed nothing, when the configuration or a workflow file is
+// invalid. Returns what the daemon now runs with.
+std::string ReloadDaemon(const po::variables_map& vm, const DaemonConfig& running,
+                         const StepCatalog& plugins, Worker& worker, ScheduleService& schedules) {
+  const DaemonConfig reloaded = LoadDaemonConfig(vm);
+  DefinitionSet definitions = LoadWorkflows(reloaded, plugins);
+  if (definitions.empty()) {
+    throw InvalidArgumentError("no workflow definitions found in workflows.paths");
+  }
+  const Json before = ShowConfig(running);
+  const Json after = ShowConfig(reloaded);
+  for (size_t i = 0; i < before.size() && i < after.size(); ++i) {
+    const std::string key = before[i]["key"];
+    if (!Reloadable(key) && before[i]["value"] != after[i]["value"]) {
+      spdlog::warn("SIGHUP: {} changed; it takes effect when the daemon restarts", key);
+    }
+  }
+  const size_t definition_count = definitions.size();
+  worker.Reload({reloaded.worker.queues, reloaded.EffectiveConcurrency(),
+                 reloaded.EffectiveClaimBatch(), std::move(definitions)});
+  SetLogLevel(reloaded.log.level);
+  if (reloaded.schedules_declared) schedules.Sync(reloaded.schedules);
+  return fmt::format("log level {}, queues [{}], {} slots, {} definitions", reloaded.log.level,
+                     fmt::join(reloaded.worker.queues, ", "), reloaded.EffectiveConcurrency(),
+                     definition_count);
+}
+
+}  // namespace
 
 int RunDaemon(const std::vector<std::string>& args) {
   // Signals are blocked before any thread starts so that only the main
@@ -266,11 +343,16 @@ int RunDaemon(const std::vector<std::string>& args) {
   const auto tick =
       watchdog ? std::chrono::microseconds(watchdog_usec / 2) : std::chrono::microseconds(1000000);
   bool watchdog_withheld = false;
+  std::string status;
   while (true) {
     timespec timeout{static_cast<time_t>(tick.count() / 1000000),
                      static_cast<long>((tick.count() % 1000000) * 1000)};
     int signal = sigtimedwait(&signals, nullptr, &timeout);
     if (signal < 0) {
+      if (std::string now = StatusOf(worker); now != status) {
+        status = std::move(now);
+        Notify("STATUS=" + status);
+      }
       if (!watchdog) continue;
       // Pinged only while the loops come round: a wedged daemon is restarted.
       const auto liveness = worker.health().CheckLiveness();
@@ -285,14 +367,15 @@ int RunDaemon(const std::vector<std::string>& args) {
       continue;
     }
     if (signal == SIGHUP) {
+      Notify(fmt::format("RELOADING=1\nMONOTONIC_USEC={}\nSTATUS=reloading the configuration",
+                         MonotonicMicros()));
       try {
-        DaemonConfig reloaded = LoadDaemonConfig(vm);
-        SetLogLevel(reloaded.log.level);
-        if (reloaded.schedules_declared) schedules.Sync(reloaded.schedules);
-        spdlog::info("SIGHUP: log level is now {}", reloaded.log.level);
+        spdlog::info("SIGHUP: reloaded: {}", ReloadDaemon(vm, config, *plugins, worker, schedules));
       } catch (const std::exception& e) {
-        spdlog::error("SIGHUP: configuration not reloaded: {}", e.what());
+        spdlog::error("SIGHUP: configuration not reloaded, the daemon goes on as it was: {}",
+                      e.what());
       }
+      Notify("READY=1\nSTATUS=" + StatusOf(worker));
       continue;
     }
     break;

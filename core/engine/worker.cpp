@@ -25,13 +25,25 @@ std::chrono::milliseconds ReconnectDelay(int failures) {
 
 }  // namespace
 
+namespace {
+
+std::vector<std::string> HashesOf(const DefinitionSet& definitions) {
+  std::vector<std::string> hashes;
+  for (const auto* definition : definitions.All()) hashes.push_back(definition->hash);
+  return hashes;
+}
+
+}  // namespace
+
 Worker::Worker(WorkerOptions options, const DefinitionSet& definitions, const StepCatalog& steps)
     : options_(std::move(options)),
-      definitions_(definitions),
       steps_(steps),
-      health_(options_.health) {
-  for (const auto* definition : definitions_.All()) served_hashes_.push_back(definition->hash);
-}
+      health_(options_.health),
+      queues_(options_.queues),
+      concurrency_(options_.concurrency),
+      claim_batch_(options_.claim_batch),
+      definitions_(std::make_shared<const DefinitionSet>(definitions)),
+      served_hashes_(HashesOf(definitions)) {}
 
 Worker::~Worker() {
   if (started_) Stop();
@@ -77,12 +89,11 @@ void Worker::Start() {
   auto connection = Connect("start");
   CheckServer(*connection);
   connection->Transact([&](store::Tx& tx) {
-    for (const auto* d : definitions_.All()) {
+    for (const auto* d : definitions_->All()) {
       store::RegisterDefinition(tx, {d->hash, d->name, d->version, d->FirstStep(), ToJson(*d)});
     }
-    store::RegisterWorker(
-        tx, {options_.worker_id, Hostname(), static_cast<int>(getpid()), options_.queues,
-             served_hashes_, options_.version, options_.concurrency});
+    store::RegisterWorker(tx, {options_.worker_id, Hostname(), static_cast<int>(getpid()), queues_,
+                               served_hashes_, options_.version, concurrency_});
   });
   started_ = true;
   health_.MarkStarted();
@@ -92,15 +103,63 @@ void Worker::Start() {
   keeper.metrics = options_.metrics;
   keeper_ = std::make_unique<LeaseKeeper>(keeper, leases_);
   keeper_->Start();
-  for (int slot = 0; slot < options_.concurrency; ++slot) {
-    slots_.emplace_back([this, slot] { SlotLoop(slot); });
-  }
+  StartSlots();
   if (options_.listen) listener_ = std::thread([this] { ListenLoop(); });
   poller_ = std::thread([this] { PollLoop(); });
   StartMaintenance();
-  if (options_.metrics) options_.metrics->SetSlots(0, options_.concurrency);
+  if (options_.metrics) options_.metrics->SetSlots(0, concurrency_);
   spdlog::info("worker {} started: queues [{}], {} slots, {} definitions", options_.worker_id,
-               fmt::join(options_.queues, ", "), options_.concurrency, served_hashes_.size());
+               fmt::join(queues_, ", "), concurrency_, served_hashes_.size());
+}
+
+void Worker::StartSlots() {
+  std::lock_guard lock(mutex_);
+  if (static_cast<int>(slots_.size()) < concurrency_) {
+    slots_.resize(concurrency_);
+    slot_running_.resize(concurrency_, false);
+  }
+  for (int slot = 0; slot < concurrency_; ++slot) {
+    if (slot_running_[slot]) continue;
+    // A slot that ended when concurrency went down has returned, or is
+    // about to: it cleared its flag as its last act under this lock.
+    if (slots_[slot].joinable()) slots_[slot].join();
+    slot_running_[slot] = true;
+    slots_[slot] = std::thread([this, slot] { SlotLoop(slot); });
+  }
+}
+
+void Worker::Reload(WorkerServing serving) {
+  auto definitions = std::make_shared<const DefinitionSet>(std::move(serving.definitions));
+  std::vector<std::string> hashes = HashesOf(*definitions);
+  auto connection = Connect("reload");
+  connection->Transact([&](store::Tx& tx) {
+    for (const auto* d : definitions->All()) {
+      store::RegisterDefinition(tx, {d->hash, d->name, d->version, d->FirstStep(), ToJson(*d)});
+    }
+    store::RegisterWorker(tx, {options_.worker_id, Hostname(), static_cast<int>(getpid()),
+                               serving.queues, hashes, options_.version, serving.concurrency});
+  });
+  {
+    std::lock_guard lock(mutex_);
+    queues_ = std::move(serving.queues);
+    concurrency_ = serving.concurrency;
+    claim_batch_ = serving.claim_batch;
+    definitions_ = std::move(definitions);
+    served_hashes_ = std::move(hashes);
+    wake_ = true;
+  }
+  if (options_.metrics) {
+    const auto [busy, slots] = Busy();
+    options_.metrics->SetSlots(busy, std::max(0, slots - busy));
+  }
+  StartSlots();
+  slots_cv_.notify_all();  // slots beyond the new concurrency end
+  poller_cv_.notify_all();
+}
+
+std::pair<int, int> Worker::Busy() const {
+  std::lock_guard lock(mutex_);
+  return {busy_, concurrency_};
 }
 
 void Worker::StartMaintenance() {
@@ -146,17 +205,24 @@ void Worker::PollLoop() {
     try {
       if (!connection || !connection->IsOpen()) connection = Connect("poller");
       int free_slots;
+      int claim_batch;
+      std::vector<std::string> queues;
+      std::vector<std::string> hashes;
+      std::shared_ptr<const DefinitionSet> definitions;
       {
         std::lock_guard lock(mutex_);
-        free_slots = options_.concurrency - busy_ - static_cast<int>(queue_.size());
+        free_slots = concurrency_ - busy_ - static_cast<int>(queue_.size());
+        claim_batch = claim_batch_;
+        queues = queues_;
+        hashes = served_hashes_;
+        definitions = definitions_;
         wake_ = false;
       }
       if (free_slots > 0) {
-        int want = std::min(free_slots, options_.claim_batch);
+        int want = std::min(free_slots, claim_batch);
         const auto claim_started = std::chrono::steady_clock::now();
         auto runs = connection->Transact([&](store::Tx& tx) {
-          return store::ClaimRuns(tx, options_.queues, served_hashes_, want, options_.worker_id,
-                                  options_.lease);
+          return store::ClaimRuns(tx, queues, hashes, want, options_.worker_id, options_.lease);
         });
         health_.DatabaseReached();
         if (options_.metrics) {
@@ -167,7 +233,7 @@ void Worker::PollLoop() {
         if (!runs.empty()) {
           {
             std::lock_guard lock(mutex_);
-            for (auto& run : runs) queue_.push_back(std::move(run));
+            for (auto& run : runs) queue_.push_back({std::move(run), definitions});
           }
           slots_cv_.notify_all();
           std::lock_guard stats_lock(stats_mutex_);
@@ -175,9 +241,8 @@ void Worker::PollLoop() {
         }
         // A full batch means more may be due right now.
         if (static_cast<int>(runs.size()) == want) continue;
-        auto next_due = connection->Transact([&](store::Tx& tx) {
-          return store::MillisUntilNextDue(tx, options_.queues, served_hashes_);
-        });
+        auto next_due = connection->Transact(
+            [&](store::Tx& tx) { return store::MillisUntilNextDue(tx, queues, hashes); });
         if (next_due)
           wait = std::min(wait, std::chrono::milliseconds(std::max<int64_t>(*next_due, 1)));
       }
@@ -190,9 +255,9 @@ void Worker::PollLoop() {
       wait = ReconnectDelay(failures++);
     }
     std::unique_lock lock(mutex_);
-    const int free_before = options_.concurrency - busy_ - static_cast<int>(queue_.size());
+    const int free_before = concurrency_ - busy_ - static_cast<int>(queue_.size());
     poller_cv_.wait_for(lock, wait, [&] {
-      int free_now = options_.concurrency - busy_ - static_cast<int>(queue_.size());
+      int free_now = concurrency_ - busy_ - static_cast<int>(queue_.size());
       return stop_claiming_.load() || wake_ || (free_before <= 0 && free_now > 0);
     });
   }
@@ -200,14 +265,16 @@ void Worker::PollLoop() {
 
 void Worker::SlotLoop(int slot) {
   std::unique_ptr<Executor> executor;
+  std::shared_ptr<const DefinitionSet> executor_definitions;
   int failures = 0;
   ExecutorOptions executor_options{options_.worker_id, options_.lease};
   executor_options.metrics = options_.metrics;
   Health::Pulse pulse = health_.Track("slot " + std::to_string(slot));
   executor_options.pulse = &pulse;
-  auto has_work = [&] { return stop_claiming_.load() || !queue_.empty(); };
+  const auto surplus = [&] { return slot >= concurrency_; };  // concurrency went down
+  auto has_work = [&] { return stop_claiming_.load() || surplus() || !queue_.empty(); };
   while (true) {
-    Run run;
+    Claimed claimed;
     pulse.Rest();  // an idle slot is not late
     {
       std::unique_lock lock(mutex_);
@@ -219,21 +286,28 @@ void Worker::SlotLoop(int slot) {
           lock.lock();
         }
       }
-      if (queue_.empty()) return;  // stopping and nothing left to do
-      run = std::move(queue_.front());
+      // Stopping with nothing left to do, or a slot no longer wanted.
+      if (queue_.empty() || (surplus() && !stop_claiming_.load())) {
+        slot_running_[slot] = false;
+        return;
+      }
+      claimed = std::move(queue_.front());
       queue_.pop_front();
       ++busy_;
-      if (options_.metrics) options_.metrics->SetSlots(busy_, options_.concurrency - busy_);
+      if (options_.metrics) options_.metrics->SetSlots(busy_, std::max(0, concurrency_ - busy_));
     }
+    Run& run = claimed.run;
     pulse.Beat(options_.lease);
     ExecutionEnd end = ExecutionEnd::kLost;
     try {
-      if (!executor || !executor->Healthy()) {
+      if (!executor || !executor->Healthy() || executor_definitions != claimed.definitions) {
+        executor.reset();
         store::ConnectionOptions connection = options_.connection;
         connection.application_name =
             "cairn slot " + std::to_string(slot) + " " + options_.worker_id;
-        executor =
-            std::make_unique<Executor>(connection, definitions_, steps_, executor_options, leases_);
+        executor = std::make_unique<Executor>(connection, *claimed.definitions, steps_,
+                                              executor_options, leases_);
+        executor_definitions = claimed.definitions;
       }
       end = executor->Execute(std::move(run), stop_runs_);
       failures = 0;
@@ -253,7 +327,7 @@ void Worker::SlotLoop(int slot) {
     {
       std::lock_guard lock(mutex_);
       --busy_;
-      if (options_.metrics) options_.metrics->SetSlots(busy_, options_.concurrency - busy_);
+      if (options_.metrics) options_.metrics->SetSlots(busy_, std::max(0, concurrency_ - busy_));
     }
     poller_cv_.notify_all();
     idle_cv_.notify_all();
@@ -292,7 +366,7 @@ bool Worker::Stop() {
   if (listener_.joinable()) listener_.join();
 
   // Runs claimed but not started go straight back.
-  std::deque<Run> unstarted;
+  std::deque<Claimed> unstarted;
   {
     std::lock_guard lock(mutex_);
     unstarted.swap(queue_);
@@ -302,7 +376,8 @@ bool Worker::Stop() {
   bool clean = true;
   try {
     auto connection = Connect("stop");
-    for (const auto& run : unstarted) {
+    for (const Claimed& claimed : unstarted) {
+      const Run& run = claimed.run;
       connection->Transact([&](store::Tx& tx) {
         store::ReleaseRun(tx, run.id, run.version, options_.worker_id,
                           std::chrono::milliseconds(0));
@@ -330,10 +405,13 @@ bool Worker::Stop() {
   } catch (const std::exception& e) {
     spdlog::warn("stop: {} (leases expire on their own)", e.what());
   }
-  if (clean) {
-    for (auto& slot : slots_) slot.join();
-  } else {
-    for (auto& slot : slots_) slot.detach();
+  for (auto& slot : slots_) {
+    if (!slot.joinable()) continue;
+    if (clean) {
+      slot.join();
+    } else {
+      slot.detach();
+    }
   }
   slots_.clear();
   // Last: the keeper renews the leases of steps still running until here.

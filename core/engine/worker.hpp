@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "definition.hpp"
@@ -59,6 +60,14 @@ struct WorkerOptions {
   HealthOptions health;
 };
 
+// What SIGHUP may change while runs are in flight.
+struct WorkerServing {
+  std::vector<std::string> queues;
+  int concurrency = 8;
+  int claim_batch = 8;
+  DefinitionSet definitions;
+};
+
 struct WorkerStats {
   int64_t claimed = 0;
   int64_t parked = 0;
@@ -83,14 +92,32 @@ class Worker {
   // should exit without waiting for that thread).
   bool Stop();
 
+  // Serves other queues, with another number of slots, or other workflow
+  // definitions, without stopping: registers the definitions and the
+  // worker's new queues first (throwing, with nothing changed, when the
+  // database refuses), then swaps them in. Runs already claimed finish their
+  // step on the definitions they were claimed under; slots beyond a lower
+  // concurrency end once their run is done. Called from the thread that
+  // called Start.
+  void Reload(WorkerServing serving);
+
   WorkerStats Stats() const;
+  // Steps running now, and the slots there are.
+  std::pair<int, int> Busy() const;
   const std::string& id() const { return options_.worker_id; }
   // Liveness of its loops and readiness; see health.hpp.
   Health& health() { return health_; }
 
  private:
+  // A claimed run and the definitions it was claimed under.
+  struct Claimed {
+    Run run;
+    std::shared_ptr<const DefinitionSet> definitions;
+  };
+
   void PollLoop();
   void SlotLoop(int slot);
+  void StartSlots();  // threads for the slots below concurrency_ that have none
   void ListenLoop();
   void StartMaintenance();
   // Refuses a server that cannot hold the daemon's connections; warns about
@@ -100,22 +127,27 @@ class Worker {
   std::unique_ptr<store::Connection> Connect(const std::string& role);
 
   WorkerOptions options_;
-  const DefinitionSet& definitions_;
   const StepCatalog& steps_;
-  std::vector<std::string> served_hashes_;
   LeaseBook leases_;
   Health health_;
 
   std::atomic<bool> stop_claiming_{false};
   std::atomic<bool> stop_runs_{false};
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable poller_cv_;  // wake-ups, freed slots, stop
-  std::condition_variable slots_cv_;   // claimed runs queued, stop
+  std::condition_variable slots_cv_;   // claimed runs queued, stop, fewer slots
   std::condition_variable idle_cv_;    // a slot finished a run, stop
-  std::deque<Run> queue_;
+  std::deque<Claimed> queue_;
   int busy_ = 0;
   bool wake_ = false;
+  // What the worker serves (Reload changes it), guarded by mutex_.
+  std::vector<std::string> queues_;
+  int concurrency_ = 0;
+  int claim_batch_ = 0;
+  std::shared_ptr<const DefinitionSet> definitions_;
+  std::vector<std::string> served_hashes_;
+  std::vector<bool> slot_running_;  // by slot number
 
   mutable std::mutex stats_mutex_;
   WorkerStats stats_;

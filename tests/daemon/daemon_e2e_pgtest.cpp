@@ -3,8 +3,12 @@
 // in the database. Workflows: tests/workflows/e2e.yaml.
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -163,8 +167,8 @@ TEST_F(DaemonE2E, KillNineMidStepLosesNothingAndCommitsNothingTwice) {
 TEST_F(DaemonE2E, ZombieWhoseRunWasTakenOverCannotCommit) {
   Sql("CREATE TABLE {s}.zombie_rows (marker text NOT NULL, attempt int NOT NULL)");
   DaemonOptions options = Options(1);
-  // Renewed every second while the step runs; the keeper (which also reaps)
-  // wakes every lease / 3.
+  // Renewed every second while the step runs: the lease keeper wakes every
+  // lease / 3.
   options.lease = "3s";
   auto daemon = Daemon(options);
   ASSERT_TRUE(daemon->StartAndWaitReady()) << daemon->Log();
@@ -408,6 +412,75 @@ TEST_F(DaemonE2E, RunWhoseStackLockIsHeldWaitsForItsRelease) {
 
   daemon->Terminate();
   EXPECT_EQ(daemon->WaitExit(20s), 0);
+}
+
+// SIGHUP gives a daemon with a step in flight other queues, more slots and a
+// new workflow, through a drop-in: the new runs are served while the old
+// step still runs, that step's run completes exactly once, and a broken
+// drop-in changes nothing.
+TEST_F(DaemonE2E, SighupReloadsQueuesSlotsAndWorkflowsWithoutDroppingARun) {
+  Sql("CREATE TABLE {s}.writes (run_id text NOT NULL, attempt int NOT NULL)");
+  auto daemon = Daemon(Options(1));
+  ASSERT_TRUE(daemon->StartAndWaitReady()) << daemon->Log();
+  const auto reaches = [&](const std::string& run, const std::string& status,
+                           std::chrono::milliseconds timeout) {
+    return PollUntil([&] { return RunColumn(run, "status") == status; }, timeout);
+  };
+  const std::string in_flight =
+      StartRun("e2e_crash", {{"sleep_ms", 6000}, {"table", Table("writes")}});
+  ASSERT_TRUE(reaches(in_flight, "running", 20s)) << daemon->Log();
+
+  TempDir extra("cairn-reload");
+  const std::string added = extra.Write("added.yaml",
+                                        "workflows:\n  - name: e2e_added\n    version: 1\n"
+                                        "    steps:\n      - name: only\n        run: noop\n");
+  const std::string drop_ins = daemon->config_path() + ".d";
+  ASSERT_EQ(::mkdir(drop_ins.c_str(), 0700), 0);
+  const std::string drop_in = drop_ins + "/50-reload.yaml";
+  const auto write = [&](const std::string& text) {
+    FILE* file = std::fopen(drop_in.c_str(), "w");
+    ASSERT_NE(file, nullptr);
+    std::fputs(text.c_str(), file);
+    std::fclose(file);
+  };
+  write("worker:\n  queues: [default, other]\n  concurrency: 3\nworkflows:\n  paths: [" +
+        SourceDir() + "/tests/workflows/e2e.yaml, " + added + "]\n");
+  daemon->Signal(SIGHUP);
+  ASSERT_TRUE(daemon->WaitForLog("SIGHUP: reloaded", 20s)) << daemon->Log();
+  EXPECT_NE(daemon->Log().find("queues [default, other], 3 slots, 10 definitions"),
+            std::string::npos)
+      << daemon->Log();
+
+  // Served at once, while the one slot of before is still busy.
+  const std::string added_run = StartRun("e2e_added");
+  const std::string other_queue =
+      Sql("SELECT {s}.start_run('e2e_one', '{}'::jsonb, NULL, 'other')");
+  EXPECT_TRUE(reaches(added_run, "completed", 20s)) << daemon->Log();
+  EXPECT_TRUE(reaches(other_queue, "completed", 20s)) << daemon->Log();
+  EXPECT_EQ(RunColumn(in_flight, "status"), "running") << "the reload waited for the step";
+  EXPECT_EQ(Sql("SELECT concurrency || ' ' || array_to_string(queues, ',') FROM {s}.workers "
+                "WHERE id = '" +
+                daemon->worker_id() + "'"),
+            "3 default,other");
+
+  // The step in flight finishes and its run completes, once.
+  ASSERT_TRUE(reaches(in_flight, "completed", 30s)) << daemon->Log();
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.writes"), 1);
+  EXPECT_EQ(DoubleCommits(), 0);
+
+  // A broken drop-in: the daemon says so and goes on as it was.
+  write("worker:\n  concurrency: 0\n");
+  daemon->Signal(SIGHUP);
+  ASSERT_TRUE(daemon->WaitForLog("configuration not reloaded", 20s)) << daemon->Log();
+  EXPECT_NE(daemon->Log().find("50-reload.yaml:2: worker.concurrency"), std::string::npos)
+      << daemon->Log();
+  const std::string after_broken = StartRun("e2e_added");
+  EXPECT_TRUE(reaches(after_broken, "completed", 20s)) << daemon->Log();
+
+  std::remove(drop_in.c_str());
+  ::rmdir(drop_ins.c_str());
+  daemon->Terminate();
+  EXPECT_EQ(daemon->WaitExit(30s), 0) << daemon->Log();
 }
 
 }  // namespace

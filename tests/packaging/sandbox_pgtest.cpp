@@ -167,7 +167,7 @@ TEST_F(UnitSandbox, TheDaemonUsesNothingTheUnitTakesAway) {
       << "CAIRN_METRICS_LISTEN=127.0.0.1:" << port << " did not serve /metrics\n"
       << daemon.Log();
   ASSERT_EQ(::kill(cairn, SIGHUP), 0);
-  ASSERT_TRUE(daemon.WaitForLog("SIGHUP: log level", std::chrono::seconds(20))) << daemon.Log();
+  ASSERT_TRUE(daemon.WaitForLog("SIGHUP: reloaded", std::chrono::seconds(20))) << daemon.Log();
   ASSERT_EQ(::kill(cairn, SIGTERM), 0);
   ASSERT_EQ(daemon.WaitExit(std::chrono::seconds(60)), 0) << daemon.Log();
 
