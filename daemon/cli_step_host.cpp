@@ -9,8 +9,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <new>
+#include <stdexcept>
 
 #include "cli.hpp"
 #include "logging.hpp"
@@ -56,7 +59,10 @@ int RunStepHost(const std::vector<std::string>& args) {
                            "step-host"});
   if (const uint64_t limit = vm["memory-limit"].as<uint64_t>(); limit > 0) {
     const rlimit memory{limit, limit};
-    ::setrlimit(RLIMIT_AS, &memory);
+    if (::setrlimit(RLIMIT_AS, &memory) != 0) {
+      throw std::runtime_error("step process: cannot limit its memory to " + std::to_string(limit) +
+                               " bytes: " + std::strerror(errno));
+    }
     std::set_new_handler(&OutOfMemory);
   }
   return plugins::ServeSteps(kDaemonSocket, vm["plugin"].as<std::vector<std::string>>());

@@ -5,14 +5,16 @@
 # CAIRN_TEST_DATABASE_URL to use an existing server instead). Exits non-zero
 # when anything fails. Works from any directory, as root or not.
 #
-# Besides the tests it checks the habits of CONTRIBUTING.md: the format
-# (scripts/check-format.sh) and clang-tidy (scripts/tidy.sh); either failing
-# fails the run, after the tests have run.
+# Besides the tests it checks the format (scripts/check-format.sh), which
+# fails the run after the tests have run. clang-tidy (scripts/tidy.sh) runs
+# only with CAIRN_TIDY=1: over every source it takes about 50 s of CPU a file,
+# some 20 minutes on two cores, more than CI's budget leaves; CONTRIBUTING.md
+# asks for it on the files a change touches, before committing.
 #
 # Knobs: CAIRN_BUILD_DIR (build), CAIRN_BUILD_TYPE (RelWithDebInfo),
 # CAIRN_TEST_JOBS (2), CAIRN_TEST_TIMEOUT seconds per test (600),
-# CAIRN_TIDY=0 skips clang-tidy, and any extra arguments are passed to ctest
-# (e.g. scripts/test.sh -L unit).
+# CAIRN_TIDY=1 adds clang-tidy over every source, and any extra arguments are
+# passed to ctest (e.g. scripts/test.sh -L unit).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -36,7 +38,7 @@ cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="$build_type" -DBUILD_TESTING=ON
 echo "==> build (-j$build_jobs)"
 cmake --build "$build_dir" --parallel "$build_jobs"
 
-if [ "${CAIRN_TIDY:-1}" != 0 ]; then
+if [ "${CAIRN_TIDY:-0}" = 1 ]; then
   echo "==> clang-tidy"
   CAIRN_BUILD_DIR="$build_dir" bash scripts/tidy.sh || failed+=(clang-tidy)
 fi

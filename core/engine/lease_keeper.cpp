@@ -42,9 +42,18 @@ store::LeaseRenewal LeaseKeeper::RenewOnce() {
         options_.metrics->LeasesRenewed(static_cast<int64_t>(renewal.renewed.size()));
         options_.metrics->LeasesLost(lost);
       }
-      if (!renewal.busy.empty()) {
-        spdlog::warn("lease keeper: {} run(s) locked by another session, renewal skipped: {}",
-                     renewal.busy.size(), fmt::join(renewal.busy, ", "));
+      // A run whose checkpoint is committing is locked for a moment, which
+      // is no news; one still locked at the next renewal is held by someone
+      // else, and its lease is running out.
+      std::vector<std::string> still_busy;
+      for (const std::string& id : renewal.busy) {
+        if (busy_before_.count(id) != 0) still_busy.push_back(id);
+      }
+      busy_before_ = {renewal.busy.begin(), renewal.busy.end()};
+      if (!still_busy.empty()) {
+        spdlog::warn(
+            "lease keeper: {} run(s) locked by another session for two renewals, not renewed: {}",
+            still_busy.size(), fmt::join(still_busy, ", "));
       }
     }
     connection_->Autocommit([&](store::Tx& tx) { store::HeartbeatWorker(tx, options_.worker_id); });

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -56,6 +57,9 @@ class LeaseKeeper {
   LeaseBook& leases_;
   std::mutex connection_mutex_;
   std::unique_ptr<store::Connection> connection_;
+  // Runs found locked by another session at the last renewal (guarded by
+  // connection_mutex_).
+  std::set<std::string> busy_before_;
   std::mutex mutex_;
   std::condition_variable stop_cv_;
   bool stop_ = false;

@@ -14,8 +14,6 @@
 #include "step_host.hpp"
 #include "step_protocol.hpp"
 
-extern char** environ;
-
 namespace cairn::plugins {
 
 struct StepProcesses::Process {
@@ -226,7 +224,7 @@ std::unique_ptr<StepProcesses::Process> StepProcesses::Spawn() {
                                    "--log-format",      options_.log_format,
                                    "--memory-limit",    std::to_string(options_.memory_limit)};
   for (const auto& path : options_.plugin_paths) {
-    args.push_back("--plugin");
+    args.emplace_back("--plugin");
     args.push_back(path);
   }
   std::vector<char*> argv;
