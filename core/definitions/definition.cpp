@@ -13,6 +13,7 @@
 #include <set>
 
 #include "errors.hpp"
+#include "model.hpp"
 
 namespace cairn {
 
@@ -55,6 +56,15 @@ void ValidateDefinition(const WorkflowDefinition& d, const FailFn& fail) {
     }
     CheckName(fail, p + ".run", s.run);
     if (s.timeout <= milliseconds::zero()) fail(p + ".timeout", "must be longer than 0");
+    if (const milliseconds most = kIdleInTransactionLimit - kTransactionalTimeoutMargin;
+        s.transactional && s.timeout > most) {
+      fail(p + ".timeout",
+           "a transactional step runs inside its checkpoint's transaction, which the server "
+           "ends after " +
+               FormatDuration(kIdleInTransactionLimit) + " idle; at most " +
+               FormatDuration(most) + ", got " + FormatDuration(s.timeout) +
+               " (make the step non-transactional to run longer)");
+    }
     if (s.compensate) {
       if (s.compensate->empty()) fail(p + ".compensate", "must name a plugin step, not be empty");
       CheckName(fail, p + ".compensate", *s.compensate);

@@ -4,6 +4,7 @@
 // ("2026-11-30 10:21:14.123456+00"): the engine never compares times itself.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -14,6 +15,16 @@
 namespace cairn {
 
 using Json = nlohmann::json;
+
+// How long a session of cairn may sit idle inside a transaction before the
+// server ends it (idle_in_transaction_session_timeout): a hung step cannot
+// hold locks and stall vacuum for ever. A transactional step runs its plugin
+// code inside its checkpoint's transaction, so this bounds such a step too.
+inline constexpr std::chrono::minutes kIdleInTransactionLimit{10};
+// A transactional step's timeout ends it at least this long before that
+// limit, so that it fails as a timeout (its writes rolled back, its retry
+// policy applied) rather than losing its session to the server.
+inline constexpr std::chrono::seconds kTransactionalTimeoutMargin{30};
 
 enum class RunStatus {
   kReady,    // due at run_at, claimable

@@ -40,7 +40,7 @@ struct ConnectionOptions {
   std::string schema = "cairn";
   std::string application_name = "cairn";
   // A transaction left idle this long (a hung step) is ended by the server.
-  std::chrono::milliseconds idle_in_transaction_timeout{std::chrono::minutes(10)};
+  std::chrono::milliseconds idle_in_transaction_timeout{kIdleInTransactionLimit};
   // Bounds on every statement of the session and on every lock wait, for
   // sessions that must not stall (lease renewal, maintenance); zero keeps
   // the session's own setting (role, database or the URL's options).

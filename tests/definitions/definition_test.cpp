@@ -181,6 +181,10 @@ TEST(DefinitionLoader, EveryValidationErrorNamesFileLineAndKey) {
        "wf.yaml:6: workflows[0].steps[0].timeout: must be longer than 0"},
       {OneStep("        timeout: soon\n"),
        "wf.yaml:6: workflows[0].steps[0].timeout: invalid duration \"soon\""},
+      {OneStep("        transactional: true\n        timeout: 10m\n"),
+       "wf.yaml:7: workflows[0].steps[0].timeout: a transactional step runs inside its "
+       "checkpoint's transaction, which the server ends after 10m idle; at most 9m30s, got 10m "
+       "(make the step non-transactional to run longer)"},
       {OneStep("        transactional: maybe\n"),
        "wf.yaml:6: workflows[0].steps[0].transactional: must be true or false, got \"maybe\""},
       {OneStep("        on_wait_timeout: nowhere\n"),
