@@ -66,7 +66,11 @@ const std::vector<Subcommand>& Subcommands() {
        {{"command", "the command to explain", false}},
        HelpOptions,
        RunHelp},
-      {"step-host", "a step process of process isolation", {}, StepHostOptions, RunStepHost,
+      {"step-host",
+       "a step process of process isolation",
+       {},
+       StepHostOptions,
+       RunStepHost,
        /*internal=*/true},
   };
   return kSubcommands;
