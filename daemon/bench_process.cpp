@@ -207,7 +207,8 @@ std::vector<std::string> ChildEnvironment(const std::vector<std::string>& extra)
 std::string SelfExecutable() {
   std::error_code error;
   auto path = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (error) throw Error(ErrorKind::kPermanent, "cannot resolve /proc/self/exe: " + error.message());
+  if (error)
+    throw Error(ErrorKind::kPermanent, "cannot resolve /proc/self/exe: " + error.message());
   return path.string();
 }
 

@@ -100,7 +100,8 @@ std::string FormatMiB(int64_t bytes) {
 
 std::string FormatCost(const UnitCost& cost) {
   const auto count = [](double value) {
-    return value >= 10 ? Printf("%.1f", value) : Printf("%.2f", value);
+    if (value >= 10) return Printf("%.1f", value);
+    return value >= 0.1 || value == 0 ? Printf("%.2f", value) : Printf("%.3f", value);
   };
   return count(cost.transactions) + " · " + count(cost.durable_commits) + " · " +
          Grouped(std::llround(cost.wal_bytes));

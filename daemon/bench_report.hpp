@@ -18,9 +18,9 @@ double Percentile(std::vector<double> values, double p);
 
 // What pgbench's summary says about a run of a custom script.
 struct PgbenchSummary {
-  double tps = 0;             // "tps = ... (without initial connection time)"
-  int64_t transactions = 0;   // "number of transactions actually processed: N"
-  int64_t failed = 0;         // "number of failed transactions: N" (0 when absent)
+  double tps = 0;            // "tps = ... (without initial connection time)"
+  int64_t transactions = 0;  // "number of transactions actually processed: N"
+  int64_t failed = 0;        // "number of failed transactions: N" (0 when absent)
 };
 // nullopt when the text has no tps line or no processed count.
 std::optional<PgbenchSummary> ParsePgbenchSummary(std::string_view output);

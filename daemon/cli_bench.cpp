@@ -17,7 +17,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <latch>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -44,6 +46,7 @@ constexpr const char* kStartsQueue = "cairn_bench_starts";
 constexpr const char* kClaimQueue = "cairn_bench_claim";
 constexpr int kBulkStarts = 1000;  // starts per statement of the bulk start
 constexpr int kClaimReady = 1000;  // ready runs of the small claim backlog
+constexpr int kMinClaimSamples = 20;
 
 std::atomic<bool> interrupted{false};
 
@@ -85,7 +88,8 @@ std::vector<int> ParseList(const std::string& option, const std::string& text, i
       used = 0;
     }
     if (item.empty() || used != item.size() || value < 1 || value > max) {
-      throw InvalidArgumentError("--" + option + " takes a comma-separated list of integers from 1 to " +
+      throw InvalidArgumentError("--" + option +
+                                 " takes a comma-separated list of integers from 1 to " +
                                  std::to_string(max) + ", got \"" + text + "\"");
     }
     values.push_back(value);
@@ -99,9 +103,10 @@ std::vector<int> ParseList(const std::string& option, const std::string& text, i
 struct Settings {
   std::vector<int> workers{1, 2};
   std::vector<int> concurrency{1, 8, 32};
-  int runs = 1000;
+  int runs = 2000;
   int claim_rows = 1000000;
   int claim_samples = 500;
+  milliseconds claim_budget{30000};  // per backlog
   int single_starts = 2000;
   std::vector<int> start_sessions{1, 8};
   int bulk_batches = 10;
@@ -116,13 +121,14 @@ Settings ReadSettings(const po::variables_map& vm) {
   Settings s;
   if (vm.count("quick")) {
     s.quick = true;
-    s.concurrency = {2};
-    s.runs = 30;
-    s.claim_rows = 100000;
+    s.concurrency = {1, 8};
+    s.runs = 200;
+    s.claim_rows = 20000;
     s.claim_samples = 50;
-    s.single_starts = 100;
+    s.single_starts = 200;
     s.bulk_batches = 1;
-    s.signals = 20;
+    s.signals = 50;
+    s.signal_spacing = milliseconds(5);
     s.ready_samples = 1;
     s.idle_wait = milliseconds(500);
   }
@@ -150,8 +156,8 @@ class TempDir {
  public:
   TempDir() {
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                          "/cairn-bench-XXXXXX";
+    std::string pattern =
+        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/cairn-bench-XXXXXX";
     if (::mkdtemp(pattern.data()) == nullptr) {
       throw Error(ErrorKind::kPermanent, "cannot create a folder like " + pattern);
     }
@@ -401,8 +407,8 @@ void Bench::Prepare() {
                 "/usr/lib/postgresql/*/bin: install it (Debian: apt-get install postgresql-15)");
   }
   temp_ = std::make_unique<TempDir>();
-  pgbench_script_ = temp_->Write("pgbench_step.sql",
-                                 store::bench::PgbenchStepScript(config_.database.schema));
+  pgbench_script_ =
+      temp_->Write("pgbench_step.sql", store::bench::PgbenchStepScript(config_.database.schema));
   // Every definition of workflows.paths, as a daemon registers them, so that
   // runs can be started before the first daemon is up.
   admin_->connection().Transact([&](store::Tx& tx) {
@@ -428,8 +434,7 @@ std::string Bench::DaemonConfigFile(int slots, bool listen) {
   if (Workflow(kWaitWorkflow).queue != queues[0]) queues.push_back(Workflow(kWaitWorkflow).queue);
   const Json yaml = {
       {"database",
-       {{"schema", config_.database.schema},
-        {"idle_timeout", Ms(config_.database.idle_timeout)}}},
+       {{"schema", config_.database.schema}, {"idle_timeout", Ms(config_.database.idle_timeout)}}},
       {"worker",
        {{"queues", queues},
         {"concurrency", slots},
@@ -468,9 +473,8 @@ std::unique_ptr<Bench::Daemon> Bench::Spawn(int slots, bool listen) {
 }
 
 void Bench::WaitReady(Daemon& daemon, const std::string& what) {
-  const bool ready = daemon.socket().WaitReady(std::chrono::minutes(1), [&] {
-    return !interrupted.load() && daemon.process().Running();
-  });
+  const bool ready = daemon.socket().WaitReady(
+      std::chrono::minutes(1), [&] { return !interrupted.load() && daemon.process().Running(); });
   CheckInterrupted();
   if (!ready) {
     throw Error(ErrorKind::kPermanent, what + " did not report READY=1 within a minute (log " +
@@ -489,7 +493,8 @@ Bench::Fleet Bench::StartFleet(int workers, int slots, bool listen) {
 void Bench::StopFleet(Fleet& fleet) {
   for (auto& daemon : fleet) daemon->process().Signal(SIGTERM);
   for (auto& daemon : fleet) {
-    const auto code = daemon->process().Wait(config_.worker.shutdown_grace + std::chrono::seconds(10));
+    const auto code =
+        daemon->process().Wait(config_.worker.shutdown_grace + std::chrono::seconds(10));
     if (code != 0) {
       spdlog::warn("a cairn run of the benchmark ended with {}:\n{}",
                    code ? "exit code " + std::to_string(*code) : std::string("a timeout"),
@@ -563,8 +568,8 @@ Bench::Throughput Bench::MeasureThroughput(int workers, int slots) {
                             (workers == 1 ? " process × " : " processes × ") +
                             std::to_string(slots) + (slots == 1 ? " slot" : " slots");
   progress_.Begin(label);
-  const Json tag = {{"cairn_bench", "throughput " + std::to_string(workers) + "x" +
-                                        std::to_string(slots)}};
+  const Json tag = {
+      {"cairn_bench", "throughput " + std::to_string(workers) + "x" + std::to_string(slots)}};
   const auto before_start = admin_->Snapshot();
   progress_.Update("starting " + std::to_string(settings_.runs) + " runs");
   StartRuns(kThroughputWorkflow, tag, settings_.runs);
@@ -614,8 +619,7 @@ Bench::Throughput Bench::MeasureThroughput(int workers, int slots) {
   result.wall_seconds = wall;
   result.draining = Cost(before_drain, after, window.steps);
   result.with_start = Cost(before_start, after, window.steps);
-  progress_.End(bench::FormatRate(static_cast<double>(result.steps) / result.seconds) +
-                " steps/s");
+  progress_.End(bench::FormatRate(static_cast<double>(result.steps) / result.seconds) + " steps/s");
   return result;
 }
 
@@ -630,7 +634,8 @@ const Bench::Pgbench& Bench::PgbenchAt(int clients) {
   // clients - 1 of them locked.
   store::bench::RunFill fill;
   const auto& workflow = Workflow(kThroughputWorkflow);
-  fill.count = static_cast<int>((per_client * clients + steps_per_run - 1) / steps_per_run + clients);
+  fill.count =
+      static_cast<int>((per_client * clients + steps_per_run - 1) / steps_per_run + clients);
   fill.workflow = workflow.name;
   fill.definition_version = workflow.version;
   fill.definition_hash = workflow.hash;
@@ -640,8 +645,9 @@ const Bench::Pgbench& Bench::PgbenchAt(int clients) {
   const int64_t sessions =
       admin_->Read([](store::Tx& tx) { return store::bench::ClientSessions(tx); });
   const auto before = admin_->Snapshot();
-  const int threads = std::max(1, std::min<int>(clients, static_cast<int>(std::max(
-                                                             1U, std::thread::hardware_concurrency()))));
+  const int threads = std::max(
+      1,
+      std::min<int>(clients, static_cast<int>(std::max(1U, std::thread::hardware_concurrency()))));
   std::vector<std::string> argv{pgbench_,
                                 "--no-vacuum",
                                 "--protocol=prepared",
@@ -679,20 +685,29 @@ Bench::Starts Bench::MeasureSingleStarts(int sessions) {
   const Json tag = {{"cairn_bench", "starts"}};
   const int per_session = std::max(1, settings_.single_starts / sessions);
   const int64_t open = admin_->Read([](store::Tx& tx) { return store::bench::ClientSessions(tx); });
-  const auto before = admin_->Snapshot();
-  const auto started = Clock::now();
+  std::optional<Admin::Reading> before;
+  Clock::time_point started;
   if (sessions == 1) {
+    before = admin_->Snapshot();
+    started = Clock::now();
     StartRuns(kThroughputWorkflow, tag, per_session, std::string(kStartsQueue));
   } else {
+    // Every session connects first: the clock and the counters start once
+    // all are connected, so that connecting is not counted as starting.
+    std::latch connected(sessions);
+    std::latch go(1);
     std::vector<std::thread> threads;
     std::atomic<bool> failed{false};
     std::string failure;
     std::mutex failure_mutex;
-    auto options = admin_->connection().schema();
     for (int s = 0; s < sessions; ++s) {
       threads.emplace_back([&] {
+        bool arrived = false;
         try {
           store::Connection connection(ConnectionFor(config_, "cairn bench"));
+          connected.count_down();
+          arrived = true;
+          go.wait();
           store::StartRequest request;
           request.workflow = kThroughputWorkflow;
           request.input = tag;
@@ -701,12 +716,24 @@ Bench::Starts Bench::MeasureSingleStarts(int sessions) {
             connection.Autocommit([&](store::Tx& tx) { store::StartRun(tx, request); });
           }
         } catch (const std::exception& e) {
+          if (!arrived) connected.count_down();
           std::lock_guard lock(failure_mutex);
           failure = e.what();
           failed = true;
         }
       });
     }
+    connected.wait();
+    try {
+      before = admin_->Snapshot();
+    } catch (...) {
+      failed = true;
+      go.count_down();
+      for (auto& thread : threads) thread.join();
+      throw;
+    }
+    started = Clock::now();
+    go.count_down();
     for (auto& thread : threads) thread.join();
     CheckInterrupted();
     if (failed) throw Error(ErrorKind::kPermanent, "starting runs failed: " + failure);
@@ -715,7 +742,7 @@ Bench::Starts Bench::MeasureSingleStarts(int sessions) {
   WaitForSessions(open);
   const auto after = admin_->Snapshot();
   Starts result{"single", sessions, int64_t{per_session} * sessions, seconds, {}};
-  result.cost = Cost(before, after, result.starts);
+  result.cost = Cost(*before, after, result.starts);
   progress_.End(bench::FormatRate(static_cast<double>(result.starts) / seconds) + " starts/s");
   return result;
 }
@@ -729,8 +756,7 @@ Bench::Starts Bench::MeasureBulkStarts() {
   for (int b = 0; b < settings_.bulk_batches; ++b) {
     CheckInterrupted();
     count += admin_->connection().Transact([&](store::Tx& tx) {
-      return store::bench::StartRunsInBulk(tx, kThroughputWorkflow, tag, kStartsQueue,
-                                           kBulkStarts);
+      return store::bench::StartRunsInBulk(tx, kThroughputWorkflow, tag, kStartsQueue, kBulkStarts);
     });
   }
   const double seconds = Seconds(Clock::now() - started);
@@ -755,13 +781,12 @@ Bench::Resume Bench::MeasureResume(bool wake_hints) {
       tag, fleet,
       [&](const auto& counts) { return count_of(counts, RunStatus::kWaiting) >= total; },
       [&](const auto& counts, double) {
-        return std::to_string(count_of(counts, RunStatus::kWaiting)) + "/" +
-               std::to_string(total) + " runs waiting";
+        return std::to_string(count_of(counts, RunStatus::kWaiting)) + "/" + std::to_string(total) +
+               " runs waiting";
       });
   for (size_t i = 0; i < ids.size(); ++i) {
-    const auto outcome = admin_->connection().Autocommit([&](store::Tx& tx) {
-      return store::Signal(tx, "noop_wait:" + ids[i], Json::object());
-    });
+    const auto outcome = admin_->connection().Autocommit(
+        [&](store::Tx& tx) { return store::Signal(tx, "noop_wait:" + ids[i], Json::object()); });
     if (outcome != store::SignalOutcome::kDelivered) {
       throw Error(ErrorKind::kPermanent, "the signal to run " + ids[i] + " was " +
                                              std::string(store::ToString(outcome)) +
@@ -851,7 +876,11 @@ Bench::Claims Bench::MeasureClaims(const std::string& backlog, int64_t ready, in
   const auto& workflow = Workflow(kThroughputWorkflow);
   const int batch = config_.EffectiveClaimBatch();
   std::vector<double> latencies;
+  // A slow claim (a large ready backlog) gets fewer samples, never fewer
+  // than kMinClaimSamples, so that the benchmark ends in minutes.
+  const auto budget_end = Clock::now() + settings_.claim_budget;
   for (int i = 0; i < settings_.claim_samples; ++i) {
+    if (i >= kMinClaimSamples && Clock::now() > budget_end) break;
     if (i % 50 == 0) {
       CheckInterrupted();
       progress_.Update(backlog + ": claim " + std::to_string(i + 1) + "/" +
@@ -871,7 +900,11 @@ Bench::Claims Bench::MeasureClaims(const std::string& backlog, int64_t ready, in
                                              backlog + " claimed " + std::to_string(claimed));
     }
   }
-  return {backlog, ready, finished, settings_.claim_samples, bench::Percentile(latencies, 50),
+  return {backlog,
+          ready,
+          finished,
+          static_cast<int>(latencies.size()),
+          bench::Percentile(latencies, 50),
           bench::Percentile(latencies, 99)};
 }
 
@@ -881,11 +914,11 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
   out << "server: " << Printable(server_.version) << ", at " << Printable(server_.host) << ":"
       << server_.port << " (fsync " << server_.fsync << ", synchronous_commit "
       << server_.synchronous_commit << ", full_page_writes " << server_.full_page_writes
-      << ", shared_buffers " << server_.shared_buffers << ", max_wal_size "
-      << server_.max_wal_size << ")\n"
+      << ", shared_buffers " << server_.shared_buffers << ", max_wal_size " << server_.max_wal_size
+      << ")\n"
       << "machine: " << Printable(machine.cpu) << ", " << machine.cores << " cores, "
-      << bench::FormatMiB(machine.memory_bytes) << "; load average " << load_before
-      << " before, " << load_after << " after\n"
+      << bench::FormatMiB(machine.memory_bytes) << "; load average " << load_before << " before, "
+      << load_after << " after\n"
       << "daemons: `cairn run` processes, plugins.isolation " << config_.plugins.isolation
       << ", worker.claim_batch " << config_.worker.claim_batch
       << " (0: the slots), worker.poll_interval " << FormatDuration(config_.worker.poll_interval)
@@ -902,14 +935,13 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
     const double steps = static_cast<double>(t.steps) / t.seconds;
     const double workflows = static_cast<double>(t.runs) / t.seconds;
     const auto& ceiling = pgbench_runs_.at(t.workers * t.slots);
-    rows.push_back({std::string(kThroughputWorkflow) + " throughput",
-                    std::to_string(t.workers) + (t.workers == 1 ? " process × " : " processes × ") +
-                        std::to_string(t.slots) + (t.slots == 1 ? " slot" : " slots"),
-                    bench::FormatRate(steps) + " steps/s, " + bench::FormatRate(workflows) +
-                        " workflows/s",
-                    bench::FormatRate(ceiling.tps) + " steps/s",
-                    bench::FormatRatio(steps / ceiling.tps), bench::FormatCost(t.draining),
-                    bench::FormatCost(t.with_start)});
+    rows.push_back(
+        {std::string(kThroughputWorkflow) + " throughput",
+         std::to_string(t.workers) + (t.workers == 1 ? " process × " : " processes × ") +
+             std::to_string(t.slots) + (t.slots == 1 ? " slot" : " slots"),
+         bench::FormatRate(steps) + " steps/s, " + bench::FormatRate(workflows) + " workflows/s",
+         bench::FormatRate(ceiling.tps) + " steps/s", bench::FormatRatio(steps / ceiling.tps),
+         bench::FormatCost(t.draining), bench::FormatCost(t.with_start)});
   }
   for (const auto& [clients, p] : pgbench_runs_) {
     rows.push_back({"pgbench step (the ceiling)", sessions(clients), "",
@@ -918,16 +950,17 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
   for (const auto& s : starts_) {
     const double rate = static_cast<double>(s.starts) / s.seconds;
     const auto& ceiling = pgbench_runs_.at(s.sessions);
-    rows.push_back({s.mode == "single" ? "starts, one per transaction (start_run)"
-                                       : "starts, " + std::to_string(kBulkStarts) +
-                                             " per statement (start_run)",
+    rows.push_back({s.mode == "single"
+                        ? "starts, one per transaction (start_run)"
+                        : "starts, " + std::to_string(kBulkStarts) + " per statement (start_run)",
                     sessions(s.sessions), bench::FormatRate(rate) + " starts/s",
                     bench::FormatRate(ceiling.tps) + " steps/s",
                     bench::FormatRatio(rate / ceiling.tps), bench::FormatCost(s.cost), ""});
   }
   for (const auto& c : claims_) {
     rows.push_back({"claim latency p50 / p99 (ClaimRuns)", c.backlog,
-                    bench::FormatMillis(c.p50_ms) + " / " + bench::FormatMillis(c.p99_ms) + " ms",
+                    bench::FormatMillis(c.p50_ms) + " / " + bench::FormatMillis(c.p99_ms) +
+                        " ms (" + std::to_string(c.samples) + " claims)",
                     "", "", "", ""});
   }
   for (const auto& f : fills_) {
@@ -938,8 +971,12 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
   }
   for (const auto& r : resumes_) {
     rows.push_back({"signal to resume p50 / p99",
-                    std::string("wake hints ") + (r.wake_hints ? "on" : "off (polling every ") +
-                        (r.wake_hints ? "" : FormatDuration(config_.worker.poll_interval) + ")"),
+                    std::string("wake hints ") +
+                        (r.wake_hints ? "on"
+                                      : "off (polling every " +
+                                            FormatDuration(config_.worker.poll_interval) + ")") +
+                        ", " + std::to_string(r.signals) + " signals " +
+                        std::to_string(settings_.signal_spacing.count()) + " ms apart",
                     bench::FormatMillis(r.p50_ms) + " / " + bench::FormatMillis(r.p99_ms) + " ms",
                     "", "", "", ""});
   }
@@ -948,8 +985,8 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
                       bench::FormatMiB(daemon_.step_process_rss_bytes) + " in " +
                       std::to_string(daemon_.step_processes) + " step processes",
                   "", "", "", ""});
-  rows.push_back({"start to READY=1 (sd_notify)", "1 process × " + std::to_string(daemon_.slots) +
-                                                      " slots",
+  rows.push_back({"start to READY=1 (sd_notify)",
+                  "1 process × " + std::to_string(daemon_.slots) + " slots",
                   bench::FormatMillis(daemon_.ready_ms) + " ms", "", "", "", ""});
   out << bench::MarkdownTable({"figure", "condition", "cairn", "pgbench", "cairn / pgbench",
                                "per step or start, draining", "per step, with its start"},
@@ -957,8 +994,7 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
   return out.str();
 }
 
-Json Bench::ReportJson(const bench::Machine& machine, double load_before,
-                       double load_after) const {
+Json Bench::ReportJson(const bench::Machine& machine, double load_before, double load_after) const {
   Json result;
   result["machine"] = {{"cpu", machine.cpu},
                        {"cores", machine.cores},
@@ -992,6 +1028,7 @@ Json Bench::ReportJson(const bench::Machine& machine, double load_before,
     const double steps = static_cast<double>(t.steps) / t.seconds;
     const double ceiling = pgbench_runs_.at(t.workers * t.slots).tps;
     throughput.push_back({{"workflow", kThroughputWorkflow},
+                          {"daemons", "cairn run processes"},
                           {"processes", t.workers},
                           {"slots_per_process", t.slots},
                           {"sessions", t.workers * t.slots},
@@ -1095,14 +1132,12 @@ int Bench::Run(bool json) {
   store::Migrate(admin_->connection());
   Prepare();
 
-  int phase_workers = 0;
   for (int workers : settings_.workers) {
     for (int slots : settings_.concurrency) {
       // cairn, then pgbench at the same sessions, so that both meet the
       // same moment of a shared machine.
       throughput_.push_back(MeasureThroughput(workers, slots));
       PgbenchAt(workers * slots);
-      ++phase_workers;
     }
   }
   for (int sessions : settings_.start_sessions) {
@@ -1140,14 +1175,14 @@ int Bench::Run(bool json) {
 po::options_description BenchOptions() {
   po::options_description options("options");
   options.add_options()("quick",
-                        "a smoke run of seconds: concurrency 2, 30 runs per row, 100 000 rows "
-                        "for the claim, 20 signals")(
+                        "a smoke run of seconds: concurrency 1,8, 200 runs per row, 20 000 rows "
+                        "for the claim, 50 signals")(
       "concurrency", po::value<std::string>()->value_name("LIST"),
       "slots per daemon, comma-separated (default 1,8,32)")(
       "workers", po::value<std::string>()->value_name("LIST"),
       "daemon processes, comma-separated (default 1,2)")(
       "runs", po::value<int>()->value_name("N"),
-      "noop3 runs started before each throughput row (default 1000)")(
+      "noop3 runs started before each throughput row (default 2000)")(
       "claim-rows", po::value<int>()->value_name("N"),
       "ready runs, and finished runs, of the claim's large backlog (default 1000000)")(
       "signals", po::value<int>()->value_name("N"),
@@ -1161,15 +1196,19 @@ po::options_description BenchOptions() {
 
 int RunBench(const std::vector<std::string>& args) {
   auto vm = Parse("bench", args);
-  DaemonConfig config = LoadDaemonConfig(vm);
+  // --concurrency is a list here, not the daemon's one figure: the daemons'
+  // slots come from it row by row.
+  po::variables_map config_vm = vm;
+  config_vm.erase("concurrency");
+  DaemonConfig config = LoadDaemonConfig(config_vm);
   if (!vm.count("config")) {
     throw InvalidArgumentError(
         "cairn bench needs --config: the daemon configuration whose plugins and workflows it "
         "runs (config/local.yaml in a checkout)");
   }
   // The configured schema is a real one: the benchmark works in its own.
-  config.database.schema =
-      vm.count("schema") ? vm["schema"].as<std::string>() : "cairn_bench_" + std::to_string(getpid());
+  config.database.schema = vm.count("schema") ? vm["schema"].as<std::string>()
+                                              : "cairn_bench_" + std::to_string(getpid());
   ValidateConfig(config);
   Settings settings = ReadSettings(vm);
   spdlog::set_level(spdlog::level::warn);

@@ -58,10 +58,9 @@ int64_t StartRunsInBulk(Tx& tx, const std::string& workflow, const Json& input,
 }
 
 int64_t FillRuns(Tx& tx, const RunFill& fill) {
-  const pqxx::result result =
-      Internal(tx).Exec("bench_fill_runs", fill.count, fill.workflow, fill.definition_version,
-                        fill.definition_hash, fill.queue, fill.cursor,
-                        std::string(fill.finished ? "completed" : "ready"));
+  const pqxx::result result = Internal(tx).Exec(
+      "bench_fill_runs", fill.count, fill.workflow, fill.definition_version, fill.definition_hash,
+      fill.queue, fill.cursor, std::string(fill.finished ? "completed" : "ready"));
   return result.affected_rows();
 }
 
