@@ -52,8 +52,8 @@ class BenchCommand : public StoreTest {
 // least one durable transaction and some WAL.
 void ExpectCost(const Json& cost, const std::string& where) {
   SCOPED_TRACE(where);
-  for (const char* key : {"transactions", "durable_commits", "read_only_transactions",
-                          "wal_bytes", "wal_full_page_images", "wal_fsyncs"}) {
+  for (const char* key : {"transactions", "durable_commits", "read_only_transactions", "wal_bytes",
+                          "wal_full_page_images", "wal_fsyncs"}) {
     ASSERT_TRUE(cost.contains(key)) << key;
   }
   EXPECT_GT(cost["transactions"].get<double>(), 0);
@@ -78,6 +78,9 @@ TEST_F(BenchCommand, QuickRunReportsEveryFigureAndDropsItsSchema) {
   const std::string scratch = report["settings"]["schema"];
   EXPECT_THAT(scratch, ::testing::StartsWith("cairn_bench_"));
   EXPECT_FALSE(SchemaExists(scratch)) << "the scratch schema was left behind";
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM pg_roles WHERE starts_with(rolname, '" + scratch + "_')"),
+            0)
+      << "the scratch schema's roles were left behind";
   EXPECT_EQ(UserRuns(), 1) << "the user's schema was touched";
   EXPECT_TRUE(report["settings"]["quick"].get<bool>());
   EXPECT_TRUE(report["server"]["fsync"].is_string());
@@ -95,8 +98,8 @@ TEST_F(BenchCommand, QuickRunReportsEveryFigureAndDropsItsSchema) {
 
   std::set<std::pair<int, int>> rows;
   for (const auto& t : report["throughput"]) {
-    const std::string where = "throughput " + t["processes"].dump() + "x" +
-                              t["slots_per_process"].dump();
+    const std::string where =
+        "throughput " + t["processes"].dump() + "x" + t["slots_per_process"].dump();
     SCOPED_TRACE(where);
     rows.insert({t["processes"].get<int>(), t["slots_per_process"].get<int>()});
     EXPECT_EQ(t["runs"].get<int64_t>(), 200);
