@@ -193,9 +193,16 @@ bool NotifySocket::WaitReady(std::chrono::milliseconds timeout,
 }
 
 std::vector<std::string> ChildEnvironment(const std::vector<std::string>& extra) {
+  const auto replaced = [&](const char* entry) {
+    return std::any_of(extra.begin(), extra.end(), [&](const std::string& e) {
+      const size_t equals = e.find('=');
+      return equals != std::string::npos && std::strncmp(entry, e.c_str(), equals + 1) == 0;
+    });
+  };
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    if (std::strncmp(*e, "CAIRN_", 6) == 0 || std::strncmp(*e, "NOTIFY_SOCKET=", 14) == 0) {
+    if (std::strncmp(*e, "CAIRN_", 6) == 0 || std::strncmp(*e, "NOTIFY_SOCKET=", 14) == 0 ||
+        replaced(*e)) {
       continue;
     }
     env.emplace_back(*e);

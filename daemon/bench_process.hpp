@@ -69,7 +69,7 @@ class NotifySocket {
 
 // This process's environment without the variables that would override
 // what a daemon's config file says (CAIRN_*) or where it reports readiness
-// (NOTIFY_SOCKET), plus `extra`.
+// (NOTIFY_SOCKET), plus `extra` ("NAME=value", replacing inherited NAMEs).
 std::vector<std::string> ChildEnvironment(const std::vector<std::string>& extra);
 
 // The path of this executable (/proc/self/exe resolved).

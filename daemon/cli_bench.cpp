@@ -655,11 +655,14 @@ const Bench::Pgbench& Bench::PgbenchAt(int clients) {
                                 "--jobs=" + std::to_string(threads),
                                 "--transactions=" + std::to_string(per_client),
                                 "--file=" + pgbench_script_};
-  if (!config_.database.url.empty()) argv.push_back(config_.database.url);
+  // The URL goes by the environment (pgbench expands a connection string
+  // in PGDATABASE): a password on the command line would show in ps.
+  std::vector<std::string> env;
+  if (!config_.database.url.empty()) env.push_back("PGDATABASE=" + config_.database.url);
   const std::string log = temp_->path() + "/pgbench-" + std::to_string(clients) + ".log";
   std::optional<int> code;
   {
-    bench::ChildProcess pgbench(argv, bench::ChildEnvironment({}), log);
+    bench::ChildProcess pgbench(argv, bench::ChildEnvironment(env), log);
     progress_.Update(std::to_string(per_client * clients) + " steps");
     while (!(code = pgbench.Wait(milliseconds(100)))) CheckInterrupted();
     const auto summary = bench::ParsePgbenchSummary(pgbench.LogTail(100000));
@@ -1190,7 +1193,17 @@ po::options_description BenchOptions() {
       "keep",
       "keep the scratch schema afterwards (default: drop it; without --schema it is "
       "cairn_bench_<pid>)")("json", "print one JSON object instead of the table");
-  options.add(ConnectionOptions());
+  // The connection options, but --schema names the scratch schema: the
+  // configured one (or $CAIRN_SCHEMA) is never touched.
+  po::options_description connection("connection");
+  connection.add_options()("config,c", po::value<std::string>()->value_name("FILE"),
+                           "the daemon's YAML configuration file (plugins, workflows, worker)")(
+      "database-url", po::value<std::string>()->value_name("URL"),
+      "PostgreSQL connection URI or libpq string (default: $CAIRN_DATABASE_URL)")(
+      "schema", po::value<std::string>()->value_name("NAME"),
+      "the scratch schema to create, use and drop; must not exist (default: "
+      "cairn_bench_<pid>; the configured schema is never touched)");
+  options.add(connection);
   return options;
 }
 
