@@ -25,8 +25,6 @@
 
 #include "errors.hpp"
 
-extern char** environ;
-
 namespace cairn::bench {
 
 namespace {
@@ -73,25 +71,29 @@ std::string ProcField(const std::string& file, const std::string& key) {
 
 }  // namespace
 
-ChildProcess::ChildProcess(const std::vector<std::string>& argv_strings,
-                           const std::vector<std::string>& env_strings, std::string log_path)
-    : log_path_(std::move(log_path)) {
+namespace {
+
+// Forks and, in the child, execs argv with env and the log as standard
+// output and error; returns the child's pid (in the parent only).
+pid_t Spawn(const std::vector<std::string>& argv_strings,
+            const std::vector<std::string>& env_strings, const std::string& log_path) {
   std::vector<std::string> args = argv_strings;
   std::vector<std::string> env = env_strings;
   std::vector<char*> argv = Pointers(args);
   std::vector<char*> envp = Pointers(env);
   const pid_t parent = ::getpid();
-  pid_ = ::fork();
-  if (pid_ < 0) throw Error(ErrorKind::kPermanent, ErrnoText("fork"));
-  if (pid_ > 0) return;
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error(ErrorKind::kPermanent, ErrnoText("fork"));
+  if (pid > 0) return pid;
 
   // The child: die with the benchmark rather than outlive it.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);
-  const int null_fd = ::open("/dev/null", O_RDONLY);
+  // O_CLOEXEC: dup2 gives the copies on 0, 1 and 2 no close-on-exec flag.
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd < 0 || ::dup2(null_fd, 0) < 0) ChildFail("/dev/null");
-  const int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  if (log_fd < 0) ChildFail(log_path_.c_str());
+  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (log_fd < 0) ChildFail(log_path.c_str());
   if (::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0) ChildFail("dup2");
   if (::syscall(SYS_close_range, 3U, ~0U, 0U) != 0) {
     for (int fd = 3; fd < 65536; ++fd) ::close(fd);
@@ -102,6 +104,12 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv_strings,
   ::execve(argv[0], argv.data(), envp.data());
   ChildFail(argv[0]);
 }
+
+}  // namespace
+
+ChildProcess::ChildProcess(const std::vector<std::string>& argv,
+                           const std::vector<std::string>& env, std::string log_path)
+    : pid_(Spawn(argv, env, log_path)), log_path_(std::move(log_path)) {}
 
 ChildProcess::~ChildProcess() {
   if (pid_ > 0 && !exited_) {
@@ -225,7 +233,7 @@ std::string FindExecutable(const std::string& name, const std::string& fallback_
     std::string dir;
     while (std::getline(dirs, dir, ':')) {
       if (dir.empty()) continue;
-      const std::string candidate = dir + "/" + name;
+      std::string candidate = dir + "/" + name;
       if (::access(candidate.c_str(), X_OK) == 0) return candidate;
     }
   }
@@ -239,8 +247,9 @@ std::string FindExecutable(const std::string& name, const std::string& fallback_
   std::sort(matches.begin(), matches.end(), [](const std::string& a, const std::string& b) {
     return a.size() != b.size() ? a.size() < b.size() : a < b;
   });
-  for (auto it = matches.rbegin(); it != matches.rend(); ++it) {
-    if (::access(it->c_str(), X_OK) == 0) return *it;
+  std::reverse(matches.begin(), matches.end());
+  for (const auto& match : matches) {
+    if (::access(match.c_str(), X_OK) == 0) return match;
   }
   return "";
 }

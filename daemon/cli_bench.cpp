@@ -171,7 +171,7 @@ class TempDir {
   TempDir& operator=(const TempDir&) = delete;
   const std::string& path() const { return path_; }
   std::string Write(const std::string& name, const std::string& text) const {
-    const std::string file = path_ + "/" + name;
+    std::string file = path_ + "/" + name;
     std::ofstream out(file, std::ios::trunc);
     out << text;
     out.close();
@@ -340,7 +340,7 @@ class Bench {
   void Prepare();
   std::string DaemonConfigFile(int slots, bool listen);
   std::unique_ptr<Daemon> Spawn(int slots, bool listen);
-  void WaitReady(Daemon& daemon, const std::string& what);
+  static void WaitReady(Daemon& daemon, const std::string& what);
   Fleet StartFleet(int workers, int slots, bool listen);
   void StopFleet(Fleet& fleet);
   void WaitForSessions(int64_t before);

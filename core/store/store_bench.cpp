@@ -70,7 +70,7 @@ void AnalyzeRuns(Tx& tx) {
   try {
     t.work.exec(sql::WithSchema(sql::Query("bench_analyze_runs"), t.session.options.schema));
   } catch (...) {
-    t.RethrowTranslated("bench_analyze_runs");
+    Tx::Impl::RethrowTranslated("bench_analyze_runs");
   }
 }
 
