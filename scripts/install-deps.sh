@@ -14,7 +14,7 @@ packages=(
   libsystemd-dev
   prometheus-cpp-dev libcivetweb-dev
   prometheus  # promtool: the tests check the metrics, alert rules and alert tests with it
-  postgresql-15 postgresql-client-15 pgbouncer
+  postgresql-15 postgresql-client-15 pgbouncer  # postgresql-15 also brings pgbench, the ceiling of `cairn bench`
   procps util-linux
   clang-format clang-tidy
   dpkg-dev file systemd man-db groff-base mandoc strace

@@ -3,6 +3,7 @@
  * plain C99 against cairn/plugin.h alone, it is also the proof that the ABI
  * needs no C++ on the plugin side. Stateless, hence reentrant. */
 #include <cairn/plugin.h>
+#include <stdio.h>
 
 /* Chooses no outcome: a step that returns CAIRN_OK without one means "next". */
 static cairn_result Noop(void* user_data, const cairn_step_call* call, cairn_step_ctx* ctx) {
@@ -23,10 +24,22 @@ static cairn_result NoopComplete(void* user_data, const cairn_step_call* call,
   return call->host->complete(ctx, output);
 }
 
+/* Waits, without a timeout, for event "bench" under the correlation key
+ * "noop_wait:<run id>": what `cairn bench` signals to time signal to resume. */
+static cairn_result NoopWait(void* user_data, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  char key[128];
+  (void)user_data;
+  if (snprintf(key, sizeof key, "noop_wait:%s", call->run_id) >= (int)sizeof key) {
+    return CAIRN_ERROR;
+  }
+  return call->host->wait(ctx, "bench", key, -1);
+}
+
 /* OWNERSHIP: static, plugin-owned, alive for the process as the ABI requires. */
 static const cairn_step_def kSteps[] = {
     {"noop", Noop, NULL},
     {"noop_complete", NoopComplete, NULL},
+    {"noop_wait", NoopWait, NULL},
 };
 
 static const cairn_plugin_descriptor kDescriptor = {

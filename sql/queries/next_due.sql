@@ -1,5 +1,8 @@
 -- Milliseconds until the next claimable run of these queues is due (null:
 -- none), so an idle poller wakes for a retry or a sleep without polling.
-SELECT greatest(0, extract(epoch FROM min(run_at) - now()) * 1000)::bigint
+-- greatest() skips a null: without the CASE, "none ready" came out as 0 ("due
+-- now"), and an idle poller polled every millisecond.
+SELECT CASE WHEN min(run_at) IS NOT NULL
+            THEN greatest(0, extract(epoch FROM min(run_at) - now()) * 1000)::bigint END
 FROM {schema}.runs
 WHERE status IN ('ready', 'compensating') AND queue = ANY($1::text[]) AND definition_hash = ANY($2::text[])

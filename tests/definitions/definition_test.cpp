@@ -572,9 +572,12 @@ TEST(DefinitionLoader, LoadsTheShippedExamples) {
   EXPECT_EQ(bench->steps[0].name, "s1");
   EXPECT_EQ(bench->steps[2].name, "s3");
   for (const auto& s : bench->steps) EXPECT_EQ(s.run, "noop");
+  const WorkflowDefinition* wait = set.Find("noop_wait");
+  ASSERT_NE(wait, nullptr);
+  EXPECT_EQ(wait->steps[0].run, "noop_wait");
   const std::set<std::string> plugin_steps{"reserve_stock", "charge_payment", "await_payment",
                                            "ship",          "release_stock",  "refund_payment",
-                                           "noop"};
+                                           "noop",          "noop_wait"};
   EXPECT_NO_THROW(ValidateSteps(set, [&](const std::string& s) { return plugin_steps.count(s); }));
 }
 

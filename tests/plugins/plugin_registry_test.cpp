@@ -137,7 +137,7 @@ TEST_F(PluginRegistryTest, LoadsEveryPluginOfTheDirectory) {
   EXPECT_EQ(list[0].steps,
             (std::vector<std::string>{"reserve_stock", "charge_payment", "await_payment", "ship",
                                       "release_stock", "refund_payment"}));
-  EXPECT_EQ(list[1].steps, (std::vector<std::string>{"noop", "noop_complete"}));
+  EXPECT_EQ(list[1].steps, (std::vector<std::string>{"noop", "noop_complete", "noop_wait"}));
 
   ASSERT_NE(registry_.Find("noop"), nullptr);
   EXPECT_EQ(registry_.Find("noop")->name(), "noop");

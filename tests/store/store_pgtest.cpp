@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -1089,6 +1090,37 @@ TEST_F(StoreStackLock, TheLockKeyIncludesTheSchema) {
   store::StackLock held(conn(), run.id);
   EXPECT_TRUE(elsewhere.TryLockStack(run.id));
   elsewhere.UnlockStack(run.id);
+}
+
+// ---------------------------------------------------------------- next due
+
+class StoreNextDue : public StoreTest {
+ protected:
+  std::optional<int64_t> NextDue() {
+    return conn().Transact(
+        [&](store::Tx& tx) { return store::MillisUntilNextDue(tx, {"default"}, {"hash-1"}); });
+  }
+};
+
+// An idle poller sleeps its poll interval when nothing is ready: "none" must
+// not read as "due now", or it polls without pause.
+TEST_F(StoreNextDue, IsNoneWithoutReadyRuns) {
+  EXPECT_EQ(NextDue(), std::nullopt);
+  Sql("INSERT INTO {s}.runs (workflow, definition_version, definition_hash, cursor, status) "
+      "VALUES ('orders', 1, 'hash-1', 'reserve', 'waiting')");
+  EXPECT_EQ(NextDue(), std::nullopt);
+}
+
+TEST_F(StoreNextDue, IsTheWaitUntilTheEarliestReadyRun) {
+  Sql("INSERT INTO {s}.runs (workflow, definition_version, definition_hash, cursor, run_at) "
+      "VALUES ('orders', 1, 'hash-1', 'reserve', now() + interval '1 hour')");
+  const auto later = NextDue();
+  ASSERT_TRUE(later.has_value());
+  EXPECT_GT(*later, 3500 * 1000);
+  EXPECT_LE(*later, 3600 * 1000);
+  Sql("INSERT INTO {s}.runs (workflow, definition_version, definition_hash, cursor, run_at) "
+      "VALUES ('orders', 1, 'hash-1', 'reserve', now() - interval '1 second')");
+  EXPECT_EQ(NextDue(), 0);
 }
 
 // ---------------------------------------------------------------- retention

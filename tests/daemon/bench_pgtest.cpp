@@ -1,0 +1,162 @@
+// `cairn bench` against the harness's PostgreSQL: the smoke run of CI
+// (`--quick`, seconds) reports every figure with sane values, works in a
+// scratch schema of its own that it drops, and refuses a schema it did not
+// create, leaving that schema's data as it was. Not a timed test: nothing
+// here asserts a speed.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "daemon_fixture.hpp"
+
+namespace cairn::test {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+class BenchCommand : public StoreTest {
+ protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    if (HasFatalFailure()) return;
+    // Data of the user's schema, which bench must leave alone.
+    Sql("INSERT INTO {s}.runs (workflow, definition_version, definition_hash, cursor) "
+        "VALUES ('orders', 1, 'hash-1', 'reserve')");
+    config_ = dir_.Write("bench.yaml", "plugins:\n  directories: [\"" + BuiltPluginDir() +
+                                           "\"]\nworkflows:\n  paths: [\"" + SourceDir() +
+                                           "/config/workflows/bench.yaml\"]\n");
+  }
+
+  CommandResult Bench(std::vector<std::string> args) const {
+    args.insert(args.begin(), "bench");
+    args.insert(args.end(), {"--config", config_, "--database-url", url()});
+    return RunCommand(CairnBinary(), args, 280s);
+  }
+
+  int64_t UserRuns() const { return SqlInt("SELECT count(*) FROM {s}.runs"); }
+
+  bool SchemaExists(const std::string& name) const {
+    return SqlBool("SELECT to_regnamespace('" + name + "') IS NOT NULL");
+  }
+
+  TempDir dir_{"cairn-bench-test"};
+  std::string config_;
+};
+
+// The per-unit costs of one phase: a step always writes, so it commits at
+// least one durable transaction and some WAL.
+void ExpectCost(const Json& cost, const std::string& where) {
+  SCOPED_TRACE(where);
+  for (const char* key : {"transactions", "durable_commits", "read_only_transactions", "wal_bytes",
+                          "wal_full_page_images", "wal_fsyncs"}) {
+    ASSERT_TRUE(cost.contains(key)) << key;
+  }
+  EXPECT_GT(cost["transactions"].get<double>(), 0);
+  EXPECT_GT(cost["durable_commits"].get<double>(), 0);
+  EXPECT_GE(cost["transactions"].get<double>(), cost["durable_commits"].get<double>() - 1e-9);
+  EXPECT_GT(cost["wal_bytes"].get<double>(), 0);
+}
+
+void ExpectPercentiles(const Json& row, const std::string& where) {
+  SCOPED_TRACE(where);
+  EXPECT_GT(row["p50_ms"].get<double>(), 0);
+  EXPECT_GE(row["p99_ms"].get<double>(), row["p50_ms"].get<double>());
+}
+
+TEST_F(BenchCommand, QuickRunReportsEveryFigureAndDropsItsSchema) {
+  const CommandResult result = Bench({"--quick", "--json"});
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  // The progress line goes to standard error; standard output is the JSON.
+  EXPECT_THAT(result.err, HasSubstr("pgbench"));
+  const Json report = Json::parse(result.out);
+
+  const std::string scratch = report["settings"]["schema"];
+  EXPECT_THAT(scratch, ::testing::StartsWith("cairn_bench_"));
+  EXPECT_FALSE(SchemaExists(scratch)) << "the scratch schema was left behind";
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM pg_roles WHERE starts_with(rolname, '" + scratch + "_')"),
+            0)
+      << "the scratch schema's roles were left behind";
+  EXPECT_EQ(UserRuns(), 1) << "the user's schema was touched";
+  EXPECT_TRUE(report["settings"]["quick"].get<bool>());
+  EXPECT_TRUE(report["server"]["fsync"].is_string());
+  EXPECT_GT(report["machine"]["cores"].get<int>(), 0);
+
+  // pgbench at every session count cairn ran at: 1 and 2 processes x 1 and 8 slots.
+  std::set<int> pgbench_sessions;
+  for (const auto& p : report["pgbench"]) {
+    pgbench_sessions.insert(p["sessions"].get<int>());
+    EXPECT_GT(p["steps_per_second"].get<double>(), 0);
+    EXPECT_GT(p["steps"].get<int64_t>(), 0);
+    ExpectCost(p["per_step"], "pgbench " + p["sessions"].dump());
+  }
+  EXPECT_EQ(pgbench_sessions, (std::set<int>{1, 2, 8, 16}));
+
+  std::set<std::pair<int, int>> rows;
+  for (const auto& t : report["throughput"]) {
+    const std::string where =
+        "throughput " + t["processes"].dump() + "x" + t["slots_per_process"].dump();
+    SCOPED_TRACE(where);
+    rows.insert({t["processes"].get<int>(), t["slots_per_process"].get<int>()});
+    EXPECT_EQ(t["runs"].get<int64_t>(), 200);
+    EXPECT_EQ(t["steps"].get<int64_t>(), 600);
+    EXPECT_GT(t["steps_per_second"].get<double>(), 0);
+    EXPECT_GT(t["workflows_per_second"].get<double>(), 0);
+    EXPECT_GT(t["ratio_to_pgbench"].get<double>(), 0);
+    EXPECT_EQ(t["daemons"], "cairn run processes");
+    ExpectCost(t["per_step_draining"], where + " draining");
+    ExpectCost(t["per_step_with_start"], where + " with start");
+    // The start's own transactions come on top of the draining ones.
+    EXPECT_GT(t["per_step_with_start"]["durable_commits"].get<double>(),
+              t["per_step_draining"]["durable_commits"].get<double>());
+  }
+  EXPECT_EQ(rows, (std::set<std::pair<int, int>>{{1, 1}, {1, 8}, {2, 1}, {2, 8}}));
+
+  std::set<std::string> start_modes;
+  for (const auto& s : report["starts"]) {
+    start_modes.insert(s["mode"].get<std::string>());
+    EXPECT_GT(s["starts_per_second"].get<double>(), 0);
+    EXPECT_GT(s["ratio_to_pgbench"].get<double>(), 0);
+    ExpectCost(s["per_start"], "starts " + s["mode"].get<std::string>());
+  }
+  EXPECT_EQ(start_modes, (std::set<std::string>{"single", "bulk"}));
+
+  std::set<bool> hints;
+  for (const auto& r : report["signal_to_resume"]) {
+    hints.insert(r["wake_hints"].get<bool>());
+    EXPECT_EQ(r["signals"].get<int>(), 50);
+    ExpectPercentiles(r, "signal to resume");
+  }
+  EXPECT_EQ(hints, (std::set<bool>{true, false}));
+
+  ASSERT_EQ(report["claim_latency"].size(), 3u);
+  for (const auto& c : report["claim_latency"]) ExpectPercentiles(c, c["backlog"]);
+  EXPECT_GT(report["claim_latency"][1]["finished_runs"].get<int64_t>(), 0);
+
+  EXPECT_GT(report["daemon"]["idle_rss_bytes"].get<int64_t>(), 0);
+  EXPECT_GT(report["daemon"]["start_to_ready_ms"].get<double>(), 0);
+}
+
+TEST_F(BenchCommand, RefusesASchemaItDidNotCreate) {
+  const CommandResult result = Bench({"--quick", "--schema", schema()});
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_THAT(result.err, HasSubstr(schema()));
+  EXPECT_THAT(result.err, HasSubstr("exists"));
+  EXPECT_TRUE(SchemaExists(schema()));
+  EXPECT_EQ(UserRuns(), 1);
+}
+
+TEST_F(BenchCommand, BadOptionsChangeNothing) {
+  const std::string scratch = schema() + "_bench";
+  const CommandResult refused = Bench({"--quick", "--schema", scratch, "--runs", "0"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("--runs"));
+  EXPECT_FALSE(SchemaExists(scratch)) << "bad input changed something";
+}
+
+}  // namespace
+}  // namespace cairn::test
