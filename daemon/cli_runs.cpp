@@ -177,9 +177,8 @@ po::options_description StartOptions() {
   po::options_description options("options");
   options.add_options()("input", po::value<std::string>()->value_name("JSON")->default_value("{}"),
                         "run input, a JSON object; @FILE reads it from a file, - from standard "
-                        "input")(
-      "key", po::value<std::string>()->value_name("KEY"),
-      "idempotency key: a second start returns the same run")(
+                        "input")("key", po::value<std::string>()->value_name("KEY"),
+                                 "idempotency key: a second start returns the same run")(
       "queue", po::value<std::string>()->value_name("QUEUE"), "queue (default: the workflow's)")(
       "priority", po::value<int>()->value_name("N")->default_value(0), "higher runs first")(
       "at", po::value<std::string>()->value_name("TIME"),

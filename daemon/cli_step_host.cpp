@@ -37,11 +37,10 @@ po::options_description StepHostOptions() {
       "plugin", po::value<std::vector<std::string>>()->value_name("PATH")->default_value({}, ""),
       "a plugin file or directory (repeatable)")(
       "log-level", po::value<std::string>()->value_name("LEVEL")->default_value("info"),
-      "log level")("log-format",
-                   po::value<std::string>()->value_name("FORMAT")->default_value("text"),
-                   "text or json")(
-      "memory-limit", po::value<uint64_t>()->value_name("BYTES")->default_value(0),
-      "address space of this process; 0 = no limit");
+      "log level")(
+      "log-format", po::value<std::string>()->value_name("FORMAT")->default_value("text"),
+      "text or json")("memory-limit", po::value<uint64_t>()->value_name("BYTES")->default_value(0),
+                      "address space of this process; 0 = no limit");
   return options;
 }
 

@@ -110,13 +110,13 @@ void Worker::StartMaintenance() {
   connection.statement_timeout = std::chrono::seconds(30);
   connection.lock_timeout = std::chrono::seconds(1);
   SweeperOptions sweeper;
-  sweeper.service = {"sweeper " + options_.worker_id, connection, options_.reaper_interval,
-                     [this](const ServiceReport& report) {
-                       if (!options_.metrics) return;
-                       options_.metrics->LeasesReaped(report.Count("taken over") +
-                                                      report.Count("crashed"));
-                       options_.metrics->WaitsExpired(report.Count("waits expired"));
-                     }};
+  sweeper.service = {
+      "sweeper " + options_.worker_id, connection, options_.reaper_interval,
+      [this](const ServiceReport& report) {
+        if (!options_.metrics) return;
+        options_.metrics->LeasesReaped(report.Count("taken over") + report.Count("crashed"));
+        options_.metrics->WaitsExpired(report.Count("waits expired"));
+      }};
   sweeper.crash_limit = options_.crash_limit;
   sweeper_ = std::make_unique<Sweeper>(sweeper);
   sweeper_->Start();

@@ -135,9 +135,10 @@ Connection::Connection(ConnectionOptions options) : impl_(std::make_unique<Impl>
     pqxx::nontransaction setup(*impl_->connection);
     Tx::Impl tx_impl{*impl_, setup};
     auto ms = [](std::chrono::milliseconds d) { return std::to_string(d.count()) + "ms"; };
+    auto bound = [&](std::chrono::milliseconds d) { return d.count() > 0 ? ms(d) : std::string(); };
     tx_impl.Exec("session_setup", impl_->options.application_name,
                  ms(impl_->options.idle_in_transaction_timeout),
-                 ms(impl_->options.statement_timeout), ms(impl_->options.lock_timeout));
+                 bound(impl_->options.statement_timeout), bound(impl_->options.lock_timeout));
   } catch (...) {
     RethrowObserved(impl_->options, "connect");
   }

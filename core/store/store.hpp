@@ -42,7 +42,8 @@ struct ConnectionOptions {
   // A transaction left idle this long (a hung step) is ended by the server.
   std::chrono::milliseconds idle_in_transaction_timeout{std::chrono::minutes(10)};
   // Bounds on every statement of the session and on every lock wait, for
-  // sessions that must not stall (lease renewal, maintenance); zero: none.
+  // sessions that must not stall (lease renewal, maintenance); zero keeps
+  // the session's own setting (role, database or the URL's options).
   std::chrono::milliseconds statement_timeout{0};
   std::chrono::milliseconds lock_timeout{0};
   std::shared_ptr<SessionObserver> observer;  // null: nobody is told

@@ -2,11 +2,12 @@
 -- (a hung step) cannot hold locks and stall vacuum for ever, cairn's
 -- statements run at the isolation they are written for, whatever the
 -- database's default, and a session that must never wait long (lease
--- renewal, maintenance) bounds every statement and every lock wait ('0':
--- no bound).
+-- renewal, maintenance) bounds every statement and every lock wait. An
+-- empty bound keeps what the session already has from the role, the database
+-- or the URL's options, so an operator's own setting is never reset.
 SELECT set_config('application_name', $1, false),
        set_config('TimeZone', 'UTC', false),
        set_config('idle_in_transaction_session_timeout', $2, false),
        set_config('default_transaction_isolation', 'read committed', false),
-       set_config('statement_timeout', $3, false),
-       set_config('lock_timeout', $4, false)
+       set_config('statement_timeout', COALESCE(NULLIF($3, ''), current_setting('statement_timeout')), false),
+       set_config('lock_timeout', COALESCE(NULLIF($4, ''), current_setting('lock_timeout')), false)

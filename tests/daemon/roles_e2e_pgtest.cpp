@@ -161,7 +161,7 @@ TEST_F(RolesEndToEnd, AWorkerRoleDaemonAndAnApplicationRoleCliDriveRunsToTheEnd)
 
   EXPECT_TRUE(PollUntil(
       [&] { return Sql("SELECT count(*) FROM {s}.runs WHERE id = '" + old + "'") == "0"; }, 20s));
-  EXPECT_THAT(daemon.Log(), HasSubstr("retention: deleted 1 finished runs"));
+  EXPECT_THAT(daemon.Log(), HasSubstr("retention: deleted 1 runs"));
 
   daemon.Terminate();
   EXPECT_EQ(daemon.WaitExit(30s), 0) << daemon.Log();
