@@ -9,10 +9,16 @@
 # (scripts/check-format.sh) and clang-tidy (scripts/tidy.sh); either failing
 # fails the run, after the tests have run.
 #
+# After the tests, two stages of scripts/sanitize.sh, each in a build folder
+# of its own: "address" (the unit tests and a fast subset of the PostgreSQL
+# tests under ASan + UBSan, build-asan/) and "fuzz" (each libFuzzer target
+# for CAIRN_FUZZ_SECONDS, 15 s, build-fuzz/). Either failing fails the run.
+#
 # Knobs: CAIRN_BUILD_DIR (build), CAIRN_BUILD_TYPE (RelWithDebInfo),
 # CAIRN_TEST_JOBS (2), CAIRN_TEST_TIMEOUT seconds per test (600),
-# CAIRN_TIDY=0 skips clang-tidy, and any extra arguments are passed to ctest
-# (e.g. scripts/test.sh -L unit).
+# CAIRN_TIDY=0 skips clang-tidy, CAIRN_SANITIZE_STAGE=0 skips the ASan +
+# UBSan stage, CAIRN_FUZZ_STAGE=0 the fuzz stage, and any extra arguments are
+# passed to the main ctest run (e.g. scripts/test.sh -L unit).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -47,6 +53,16 @@ echo "==> test (-j$test_jobs)"
 # is a failure, not a green run.
 ctest --test-dir "$build_dir" --output-on-failure --no-tests=error \
   --parallel "$test_jobs" --timeout "$test_timeout" "$@" || failed+=(tests)
+
+if [ "${CAIRN_SANITIZE_STAGE:-1}" != 0 ]; then
+  echo "==> sanitizers: ASan + UBSan (scripts/sanitize.sh address)"
+  bash scripts/sanitize.sh address || failed+=(sanitizers)
+fi
+
+if [ "${CAIRN_FUZZ_STAGE:-1}" != 0 ]; then
+  echo "==> fuzzing (scripts/sanitize.sh fuzz)"
+  bash scripts/sanitize.sh fuzz || failed+=(fuzz)
+fi
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo "test.sh: failed: ${failed[*]}" >&2
