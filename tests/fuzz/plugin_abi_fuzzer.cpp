@@ -144,9 +144,10 @@ void PrintLikeTheStore(const cairn::StepOutcome& o) {
   (void)o.context_updates.dump();
   if (o.output) (void)o.output->dump();
   for (const auto& [key, payload] : o.signals) (void)cairn::Json(key).dump(), (void)payload.dump();
-  for (const auto& [workflow, input] : o.children) (void)cairn::Json(workflow).dump(), (void)input.dump();
-  for (const std::string* text : {&o.jump_to, &o.wait_event, &o.wait_key, &o.error_code,
-                                  &o.error_message}) {
+  for (const auto& [workflow, input] : o.children)
+    (void)cairn::Json(workflow).dump(), (void)input.dump();
+  for (const std::string* text :
+       {&o.jump_to, &o.wait_event, &o.wait_key, &o.error_code, &o.error_message}) {
     (void)cairn::Json(*text).dump();
   }
   if (o.sleep_until) (void)cairn::Json(*o.sleep_until).dump();
@@ -174,8 +175,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const cairn::StepOutcome outcome = step->Invoke(call);
   PrintLikeTheStore(outcome);
   // Across the step-process wire and back: the same outcome.
-  const cairn::Json wire = cairn::Json::parse(
-      cairn::plugins::OutcomeToJson(outcome).dump(-1, ' ', false, cairn::Json::error_handler_t::replace));
+  const cairn::Json wire = cairn::Json::parse(cairn::plugins::OutcomeToJson(outcome).dump(
+      -1, ' ', false, cairn::Json::error_handler_t::replace));
   const cairn::StepOutcome back = cairn::plugins::OutcomeFromJson(wire);
   if (cairn::plugins::OutcomeToJson(back) != cairn::plugins::OutcomeToJson(outcome)) std::abort();
   return 0;
