@@ -29,7 +29,9 @@ PluginCatalog::PluginCatalog(PluginCatalogOptions options) : options_(std::move(
     threads_.Load(options_.paths);
     plugins_ = threads_.List();
   }
-  for (const auto& [plugin, isolation] : options_.by_plugin) {
+  for (const auto& entry : options_.by_plugin) {
+    // Not a structured binding: clang 14 (the fuzz build) cannot capture one.
+    const std::string& plugin = entry.first;
     const bool loaded = std::any_of(plugins_.begin(), plugins_.end(),
                                     [&](const PluginInfo& info) { return info.name == plugin; });
     if (!loaded) {
