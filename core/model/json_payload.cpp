@@ -25,9 +25,8 @@ Json ParseJsonPayload(const std::string& what, std::string_view text) {
       in_string = true;
     } else if (c == '{' || c == '[') {
       if (++depth > kMaxPayloadDepth) {
-        throw InvalidArgumentError(what + " nests deeper than " +
-                                   std::to_string(kMaxPayloadDepth) + " levels (at byte " +
-                                   std::to_string(i) + ")");
+        throw InvalidArgumentError(what + " nests deeper than " + std::to_string(kMaxPayloadDepth) +
+                                   " levels (at byte " + std::to_string(i) + ")");
       }
     } else if (c == '}' || c == ']') {
       --depth;

@@ -206,11 +206,22 @@ static cairn_result InvalidUtf8Key(void* u, const cairn_step_call* call, cairn_s
   return CAIRN_OK;
 }
 
-static cairn_result InvalidUtf8Failure(void* u, const cairn_step_call* call,
-                                       cairn_step_ctx* ctx) {
+static cairn_result InvalidUtf8Failure(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
   (void)u;
   call->host->fail(ctx, 0, "declined\xff", "card \xc3 declined");
   return CAIRN_ERROR;
+}
+
+/* Numbers that are no enumerator where the ABI takes an enum: C allows
+ * them, and the host must neither misread them nor accept the mode. */
+static cairn_result UnknownEnums(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  const cairn_host_api* host = call->host;
+  (void)u;
+  host->log(ctx, (cairn_log_level)7, "a log line at level 7");
+  EXPECT_RESULT(host->start_child(ctx, "child_wf", Bytes("{}")), CAIRN_OK, "start_child");
+  EXPECT_RESULT(host->wait_children(ctx, (cairn_child_wait)9, "", -1), CAIRN_ERROR,
+                "wait_children");
+  return CAIRN_OK;
 }
 
 static const cairn_step_def kSteps[] = {
@@ -231,6 +242,7 @@ static const cairn_step_def kSteps[] = {
     {"raw_child_not_object", ChildNotObject, NULL},
     {"raw_invalid_utf8_key", InvalidUtf8Key, NULL},
     {"raw_invalid_utf8_failure", InvalidUtf8Failure, NULL},
+    {"raw_unknown_enums", UnknownEnums, NULL},
     {"raw_child_no_workflow", ChildNoWorkflow, NULL},
 };
 

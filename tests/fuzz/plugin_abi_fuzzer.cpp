@@ -19,6 +19,12 @@
 #include "plugin_step.hpp"
 #include "step_protocol.hpp"
 
+// plugin_abi_calls.c
+extern "C" cairn_result FuzzWaitChildren(const cairn_host_api* host, cairn_step_ctx* ctx, int mode,
+                                         const char* event, int64_t timeout_ms);
+extern "C" void FuzzLog(const cairn_host_api* host, cairn_step_ctx* ctx, int level,
+                        const char* message);
+
 namespace {
 
 // A string argument: sometimes NULL, else fuzzed bytes up to the first NUL.
@@ -109,9 +115,9 @@ cairn_result FuzzedStep(void* user_data, const cairn_step_call* call, cairn_step
         break;
       }
       case 9: {
-        const auto mode = static_cast<cairn_child_wait>(in.ConsumeIntegral<int>());
+        const int mode = in.ConsumeIntegral<int>();
         const CString event = ConsumeCString(in);
-        host.wait_children(ctx, mode, event.get(), in.ConsumeIntegral<int64_t>());
+        FuzzWaitChildren(&host, ctx, mode, event.get(), in.ConsumeIntegral<int64_t>());
         break;
       }
       case 10: {
@@ -123,8 +129,7 @@ cairn_result FuzzedStep(void* user_data, const cairn_step_call* call, cairn_step
       }
       case 11: {
         const CString message = ConsumeCString(in);
-        host.log(ctx, static_cast<cairn_log_level>(in.ConsumeIntegralInRange<int>(-1, 4)),
-                 message.get());
+        FuzzLog(&host, ctx, in.ConsumeIntegral<int>(), message.get());
         break;
       }
       case 12:
@@ -142,10 +147,15 @@ cairn_result FuzzedStep(void* user_data, const cairn_step_call* call, cairn_step
 // replacement of invalid UTF-8).
 void PrintLikeTheStore(const cairn::StepOutcome& o) {
   (void)o.context_updates.dump();
-  if (o.output) (void)o.output->dump();
-  for (const auto& [key, payload] : o.signals) (void)cairn::Json(key).dump(), (void)payload.dump();
-  for (const auto& [workflow, input] : o.children)
-    (void)cairn::Json(workflow).dump(), (void)input.dump();
+  (void)o.output.dump();
+  for (const auto& [key, payload] : o.signals) {
+    (void)cairn::Json(key).dump();
+    (void)payload.dump();
+  }
+  for (const auto& [workflow, input] : o.children) {
+    (void)cairn::Json(workflow).dump();
+    (void)input.dump();
+  }
   for (const std::string* text :
        {&o.jump_to, &o.wait_event, &o.wait_key, &o.error_code, &o.error_message}) {
     (void)cairn::Json(*text).dump();
