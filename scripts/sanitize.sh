@@ -95,7 +95,11 @@ fuzz_run() {
   cmake -S . -B "$build_dir" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DCAIRN_FUZZ=ON -DBUILD_TESTING=OFF "${sanitizer_build_flags[@]}" >/dev/null
   local targets
-  read -r -a targets <<<"${CAIRN_FUZZ_TARGETS:-$(ls tests/fuzz/corpus)}"
+  if [ -n "${CAIRN_FUZZ_TARGETS:-}" ]; then
+    read -r -a targets <<<"$CAIRN_FUZZ_TARGETS"
+  else
+    mapfile -t targets < <(ls tests/fuzz/corpus)
+  fi
   echo "==> build ${targets[*]}"
   cmake --build "$build_dir" --parallel "$build_jobs" --target "${targets[@]}"
   export ASAN_OPTIONS="detect_leaks=1:check_initialization_order=1"
