@@ -34,7 +34,8 @@ Json ParseJsonPayload(const std::string& what, std::string_view text) {
   }
   try {
     return Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
+    // A parse error, or a number too large for a double (out_of_range).
     throw InvalidArgumentError(what + " is not valid JSON: " + e.what());
   }
 }
