@@ -20,7 +20,11 @@ function(cairn_add_plugin target)
   endif()
   add_library(${target} MODULE ${arg_SOURCES})
   target_link_libraries(${target} PRIVATE cairn::sdk)
-  target_link_options(${target} PRIVATE "LINKER:--no-undefined")
+  # Not in a clang sanitizer build (cmake/Sanitizers.cmake): there the
+  # sanitizer runtime lives in the executable that loads the plugin.
+  if(NOT CAIRN_PLUGIN_ALLOW_UNDEFINED)
+    target_link_options(${target} PRIVATE "LINKER:--no-undefined")
+  endif()
   set_target_properties(${target} PROPERTIES
     PREFIX ""
     SUFFIX ".so"

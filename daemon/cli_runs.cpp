@@ -11,15 +11,12 @@
 #include "config.hpp"
 #include "definition.hpp"
 #include "identifier.hpp"
+#include "json_payload.hpp"
 #include "plugin_catalog.hpp"
 
 namespace cairn::cli {
 
 namespace {
-
-// Inputs larger than this are refused before they reach the database.
-constexpr size_t kMaxPayloadBytes = 1 << 20;
-constexpr int kMaxJsonDepth = 64;
 
 // Up to limit + 1 bytes of a stream: enough to tell an oversized input
 // without reading all of it.
@@ -50,46 +47,6 @@ std::string JsonArgument(const std::string& option, const std::string& value) {
     return text;
   }
   return value;
-}
-
-int Depth(const Json& value) {
-  if (!value.is_structured()) return 0;
-  int deepest = 0;
-  for (const auto& child : value) deepest = std::max(deepest, Depth(child));
-  return deepest + 1;
-}
-
-Json ParsePayload(const std::string& what, const std::string& text) {
-  if (text.size() > kMaxPayloadBytes) {
-    throw InvalidArgumentError(what + " is more than " + std::to_string(kMaxPayloadBytes) +
-                               " bytes, the limit");
-  }
-  // nlohmann's parser is recursive: check nesting with a flat scan first.
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > kMaxJsonDepth) {
-        throw InvalidArgumentError(what + " nests deeper than " + std::to_string(kMaxJsonDepth) +
-                                   " levels (at byte " + std::to_string(i) + ")");
-      }
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  try {
-    return Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    throw InvalidArgumentError(what + " is not valid JSON: " + e.what());
-  }
 }
 
 Json RunToJson(const Run& run) {
@@ -197,7 +154,8 @@ int RunStart(const std::vector<std::string>& args) {
 
   store::StartRequest request;
   request.workflow = vm["workflow"].as<std::string>();
-  request.input = ParsePayload("--input", JsonArgument("--input", vm["input"].as<std::string>()));
+  request.input =
+      ParseJsonPayload("--input", JsonArgument("--input", vm["input"].as<std::string>()));
   if (!request.input.is_object()) throw InvalidArgumentError("--input must be a JSON object");
   if (vm.count("key")) {
     request.key = vm["key"].as<std::string>();
@@ -427,7 +385,7 @@ int RunSignal(const std::vector<std::string>& args) {
   const std::string key = vm["key"].as<std::string>();
   ValidateKey("the correlation key", key);
   Json payload =
-      ParsePayload("--payload", JsonArgument("--payload", vm["payload"].as<std::string>()));
+      ParseJsonPayload("--payload", JsonArgument("--payload", vm["payload"].as<std::string>()));
   auto retention = ParseDuration(vm["inbox-retention"].as<std::string>());
   auto connection = Connect(vm, "signal");
   auto outcome = store::RetryTransient([&] {

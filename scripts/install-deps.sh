@@ -17,6 +17,7 @@ packages=(
   postgresql-15 postgresql-client-15 pgbouncer  # postgresql-15 also brings pgbench, the ceiling of `cairn bench`
   procps util-linux
   clang-format clang-tidy
+  clang libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes (scripts/sanitize.sh fuzz)
   dpkg-dev file systemd man-db groff-base mandoc strace
 )
 

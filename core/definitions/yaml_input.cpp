@@ -2,6 +2,7 @@
 #include "yaml_input.hpp"
 
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "byte_size.hpp"
 #include "duration.hpp"
@@ -141,11 +143,52 @@ std::string ReadYamlFile(const std::filesystem::path& file, const YamlLimits& li
 
 namespace yaml {
 
+namespace {
+
+// Where each document of a stream starts, from yaml-cpp's events alone.
+// YAML::LoadAll is not used: on some malformed input (a lone ",") yaml-cpp
+// 0.7 returns one empty document after another without reading on, for ever.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+  std::vector<YAML::Mark> starts;
+};
+
+}  // namespace
+
 YAML::Node Parse(std::string_view text, const std::string& source, const YamlLimits& limits) {
   CheckYamlSize(text, source, limits);
-  std::vector<YAML::Node> documents;
+  const std::string copy(text);
+  YAML::Node root;
+  DocumentStarts documents;
   try {
-    documents = YAML::LoadAll(std::string(text));
+    std::istringstream in(copy);
+    YAML::Parser parser(in);
+    while (parser.HandleNextDocument(documents)) {
+      const auto& starts = documents.starts;
+      if (starts.size() > 1 && starts.back().pos <= starts[starts.size() - 2].pos) {
+        const YAML::Mark& at = starts.back();
+        const char what = at.pos >= 0 && static_cast<size_t>(at.pos) < copy.size()
+                              ? copy[static_cast<size_t>(at.pos)]
+                              : ' ';
+        throw ConfigError(source, at.line + 1, "",
+                          std::string("malformed YAML: unexpected '") + what + "' at column " +
+                              std::to_string(at.column + 1));
+      }
+    }
+    if (documents.starts.size() == 1) root = YAML::Load(copy);
   } catch (const YAML::DeepRecursion& e) {
     // yaml-cpp's own guard stops its recursive parser long before the stack
     // ends; the nesting is past our limit too.
@@ -156,13 +199,14 @@ YAML::Node Parse(std::string_view text, const std::string& source, const YamlLim
     const int line = e.mark.is_null() ? 0 : e.mark.line + 1;
     throw ConfigError(source, line, "", "malformed YAML: " + e.msg);
   }
-  if (documents.empty()) return YAML::Node();
-  if (documents.size() > 1) {
-    throw ConfigError(source, LineOf(documents[1]), "",
-                      "expected one YAML document, found " + std::to_string(documents.size()));
+  if (documents.starts.empty()) return YAML::Node();
+  if (documents.starts.size() > 1) {
+    throw ConfigError(
+        source, documents.starts[1].line + 1, "",
+        "expected one YAML document, found " + std::to_string(documents.starts.size()));
   }
-  CheckTree(documents.front(), source, limits);
-  return documents.front();
+  CheckTree(root, source, limits);
+  return root;
 }
 
 int LineOf(const YAML::Node& node) {

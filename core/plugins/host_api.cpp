@@ -5,9 +5,11 @@
 // a minor ABI bump.
 #include <spdlog/spdlog.h>
 
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "errors.hpp"
 #include "logging.hpp"
@@ -20,6 +22,26 @@ thread_local const std::string* tls_loading_file = nullptr;
 
 std::string Text(const char* s) { return s == nullptr ? std::string() : std::string(s); }
 bool IsEmpty(const char* s) { return s == nullptr || *s == '\0'; }
+
+// Text from a plugin as UTF-8, which is all the store and the step-process
+// wire take: invalid bytes become U+FFFD, as in DumpJson.
+std::string Utf8Text(const char* s) {
+  return Json::parse(DumpJson(Json(Text(s)))).get<std::string>();
+}
+
+// A name a plugin passes (a context key, a step, an event, a correlation
+// key, a workflow) is stored as given, so it must be UTF-8 already.
+bool IsUtf8(const char* s) { return Utf8Text(s) == Text(s); }
+
+// The number a C plugin passed for an enum parameter. C allows any int there;
+// reading it as the C++ enum when it is not one of the enumerators is
+// undefined, so its bytes are copied out instead.
+template <typename Enum>
+std::underlying_type_t<Enum> RawValue(const Enum& value) {
+  std::underlying_type_t<Enum> raw;
+  std::memcpy(&raw, &value, sizeof raw);
+  return raw;
+}
 
 // The barrier every host call runs behind: a NULL ctx is refused, last_error
 // starts empty, and an exception (say, out of memory) becomes CAIRN_ERROR
@@ -76,7 +98,7 @@ void HostLog(cairn_step_ctx* ctx, cairn_log_level level, const char* message) {
   try {
     if (message == nullptr) return;
     spdlog::level::level_enum spd = spdlog::level::info;
-    switch (level) {
+    switch (RawValue(level)) {
       case CAIRN_LOG_DEBUG:
         spd = spdlog::level::debug;
         break;
@@ -106,6 +128,7 @@ void HostLog(cairn_step_ctx* ctx, cairn_log_level level, const char* message) {
 cairn_result HostSetContext(cairn_step_ctx* ctx, const char* key, cairn_bytes json) {
   return HostCall(ctx, "set_context", [&] {
     if (IsEmpty(key)) return PluginMistake(ctx, "set_context: empty key");
+    if (!IsUtf8(key)) return PluginMistake(ctx, "set_context: the key is not valid UTF-8");
     std::optional<Json> value = ParseJson(json, /*empty_is_null=*/false);
     if (!value) {
       return PluginMistake(
@@ -126,6 +149,7 @@ cairn_result HostNext(cairn_step_ctx* ctx) {
 cairn_result HostJump(cairn_step_ctx* ctx, const char* step) {
   return HostCall(ctx, "jump", [&] {
     if (IsEmpty(step)) return PluginMistake(ctx, "jump: empty step name");
+    if (!IsUtf8(step)) return PluginMistake(ctx, "jump: the step name is not valid UTF-8");
     ChooseOutcome(ctx, OutcomeKind::kJump);
     ctx->outcome.jump_to = step;
     return CAIRN_OK;
@@ -136,6 +160,9 @@ cairn_result HostWait(cairn_step_ctx* ctx, const char* event, const char* key, i
   return HostCall(ctx, "wait", [&] {
     if (IsEmpty(event)) return PluginMistake(ctx, "wait: empty event name");
     if (IsEmpty(key)) return PluginMistake(ctx, "wait: empty correlation key");
+    if (!IsUtf8(event) || !IsUtf8(key)) {
+      return PluginMistake(ctx, "wait: the event name or correlation key is not valid UTF-8");
+    }
     ChooseOutcome(ctx, OutcomeKind::kWait);
     ctx->outcome.wait_event = event;
     ctx->outcome.wait_key = key;
@@ -156,6 +183,8 @@ cairn_result HostSleepMs(cairn_step_ctx* ctx, int64_t ms) {
 cairn_result HostSleepUntil(cairn_step_ctx* ctx, const char* timestamptz) {
   return HostCall(ctx, "sleep_until", [&] {
     if (IsEmpty(timestamptz)) return PluginMistake(ctx, "sleep_until: empty timestamp");
+    if (!IsUtf8(timestamptz))
+      return PluginMistake(ctx, "sleep_until: the timestamp is not valid UTF-8");
     ChooseOutcome(ctx, OutcomeKind::kSleep);
     ctx->outcome.sleep_until = timestamptz;
     return CAIRN_OK;
@@ -176,8 +205,8 @@ cairn_result HostFail(cairn_step_ctx* ctx, int retryable, const char* code, cons
   return HostCall(ctx, "fail", [&] {
     ChooseOutcome(ctx, OutcomeKind::kFail);
     ctx->outcome.retryable = retryable != 0;
-    ctx->outcome.error_code = Text(code);
-    ctx->outcome.error_message = IsEmpty(message) ? "step failed" : message;
+    ctx->outcome.error_code = Utf8Text(code);
+    ctx->outcome.error_message = IsEmpty(message) ? "step failed" : Utf8Text(message);
     return CAIRN_OK;
   });
 }
@@ -235,6 +264,7 @@ cairn_result HostSqlExec(cairn_step_ctx* ctx, const char* sql, cairn_bytes param
 cairn_result HostSignal(cairn_step_ctx* ctx, const char* key, cairn_bytes payload_json) {
   return HostCall(ctx, "signal", [&] {
     if (IsEmpty(key)) return PluginMistake(ctx, "signal: empty correlation key");
+    if (!IsUtf8(key)) return PluginMistake(ctx, "signal: the correlation key is not valid UTF-8");
     std::optional<Json> payload = ParseJson(payload_json, /*empty_is_null=*/true);
     if (!payload) return PluginMistake(ctx, "signal: the payload is not valid JSON");
     if (payload->is_null()) payload = Json::object();
@@ -246,6 +276,9 @@ cairn_result HostSignal(cairn_step_ctx* ctx, const char* key, cairn_bytes payloa
 cairn_result HostStartChild(cairn_step_ctx* ctx, const char* workflow, cairn_bytes input_json) {
   return HostCall(ctx, "start_child", [&] {
     if (IsEmpty(workflow)) return PluginMistake(ctx, "start_child: empty workflow name");
+    if (!IsUtf8(workflow)) {
+      return PluginMistake(ctx, "start_child: the workflow name is not valid UTF-8");
+    }
     std::optional<Json> input = ParseJson(input_json, /*empty_is_null=*/true);
     if (input && input->is_null() && input_json.len == 0) input = Json::object();
     if (!input || !input->is_object()) {
@@ -261,7 +294,7 @@ cairn_result HostWaitChildren(cairn_step_ctx* ctx, cairn_child_wait mode, const 
                               int64_t timeout_ms) {
   return HostCall(ctx, "wait_children", [&] {
     ChildWait wait;
-    switch (mode) {
+    switch (RawValue(mode)) {
       case CAIRN_CHILDREN_ALL:
         wait = ChildWait::kAll;
         break;
@@ -269,13 +302,15 @@ cairn_result HostWaitChildren(cairn_step_ctx* ctx, cairn_child_wait mode, const 
         wait = ChildWait::kFirst;
         break;
       default:
-        return PluginMistake(
-            ctx, "wait_children: unknown mode " + std::to_string(static_cast<int>(mode)));
+        return PluginMistake(ctx, "wait_children: unknown mode " + std::to_string(RawValue(mode)));
     }
     if (ctx->outcome.children.empty()) {
       return PluginMistake(ctx,
                            "wait_children: the step started no child run (call start_child "
                            "first, in the same invocation)");
+    }
+    if (!IsUtf8(event)) {
+      return PluginMistake(ctx, "wait_children: the event name is not valid UTF-8");
     }
     ChooseOutcome(ctx, OutcomeKind::kWait);
     ctx->outcome.wait_children = wait;

@@ -30,6 +30,8 @@ PluginCatalog::PluginCatalog(PluginCatalogOptions options) : options_(std::move(
     plugins_ = threads_.List();
   }
   for (const auto& entry : options_.by_plugin) {
+    // Not a structured binding: clang 14 (clang-tidy, the fuzz build) cannot
+    // capture one in a lambda.
     const std::string& plugin = entry.first;
     const bool loaded = std::any_of(plugins_.begin(), plugins_.end(),
                                     [&](const PluginInfo& info) { return info.name == plugin; });

@@ -104,7 +104,10 @@ class FieldParser {
       // "5/15" means 5-max/15; a bare value is itself.
       high = has_step ? (spec_.max == 7 ? 6 : spec_.max) : low;
     }
-    for (int v = low; v <= high; v += step) set[static_cast<size_t>(v)] = true;
+    for (int v = low; v <= high; v += step) {
+      set[static_cast<size_t>(v)] = true;
+      if (step > high - v) break;  // the next value is past high (and may not fit an int)
+    }
   }
 
   // A number or (month, day-of-week) a name, checked against the range.

@@ -197,6 +197,33 @@ static cairn_result CheckHost(void* u, const cairn_step_call* call, cairn_step_c
   return CAIRN_OK;
 }
 
+/* Strings that are not UTF-8: a context key (refused: it could never be
+ * stored), then fail() with a code and message (kept, repaired). */
+static cairn_result InvalidUtf8Key(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  (void)u;
+  if (call->host->set_context(ctx, "caf\xe9", Bytes("1")) != CAIRN_ERROR) return CAIRN_OK;
+  if (call->host->last_error(ctx)[0] == '\0') return CAIRN_RETRY; /* must say why */
+  return CAIRN_OK;
+}
+
+static cairn_result InvalidUtf8Failure(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  (void)u;
+  call->host->fail(ctx, 0, "declined\xff", "card \xc3 declined");
+  return CAIRN_ERROR;
+}
+
+/* Numbers that are no enumerator where the ABI takes an enum: C allows
+ * them, and the host must neither misread them nor accept the mode. */
+static cairn_result UnknownEnums(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  const cairn_host_api* host = call->host;
+  (void)u;
+  host->log(ctx, (cairn_log_level)7, "a log line at level 7");
+  EXPECT_RESULT(host->start_child(ctx, "child_wf", Bytes("{}")), CAIRN_OK, "start_child");
+  EXPECT_RESULT(host->wait_children(ctx, (cairn_child_wait)9, "", -1), CAIRN_ERROR,
+                "wait_children");
+  return CAIRN_OK;
+}
+
 static const cairn_step_def kSteps[] = {
     {"raw_retry_without_fail", RetryWithoutFail, NULL},
     {"raw_error_without_fail", ErrorWithoutFail, NULL},
@@ -213,6 +240,9 @@ static const cairn_step_def kSteps[] = {
     {"raw_child_then_fail", ChildThenFail, NULL},
     {"raw_wait_without_child", WaitWithoutChild, NULL},
     {"raw_child_not_object", ChildNotObject, NULL},
+    {"raw_invalid_utf8_key", InvalidUtf8Key, NULL},
+    {"raw_invalid_utf8_failure", InvalidUtf8Failure, NULL},
+    {"raw_unknown_enums", UnknownEnums, NULL},
     {"raw_child_no_workflow", ChildNoWorkflow, NULL},
 };
 

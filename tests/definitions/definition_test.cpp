@@ -249,6 +249,14 @@ TEST(DefinitionLoader, RefusesSeveralDocuments) {
   EXPECT_NE(LoadError(text).find("expected one YAML document, found 2"), std::string::npos);
 }
 
+TEST(DefinitionLoader, AStrayCommaIsRefusedNotParsedForEver) {
+  // yaml-cpp's LoadAll made empty documents from a lone "," for ever,
+  // growing without bound (found by the definition and config fuzz targets).
+  EXPECT_NE(LoadError(",").find("malformed YAML: unexpected ','"), std::string::npos)
+      << LoadError(",");
+  EXPECT_NE(LoadError("[a]\n,").find("malformed YAML"), std::string::npos) << LoadError("[a]\n,");
+}
+
 TEST(DefinitionLoader, RefusesDeepFlowNestingWithoutOverflowingTheStack) {
   // Deep enough to overflow a recursive parser's stack; yaml-cpp's guard
   // stops it and the error still names the file and line.

@@ -809,6 +809,35 @@ TEST_F(RawAbiTest, MisuseOfTheHostApiFailsTheStepPermanently) {
   EXPECT_EQ(o.error_code, "plugin_error");
 }
 
+TEST_F(RawAbiTest, StringsThatAreNotUtf8NeverReachTheOutcome) {
+  // The store and the step-process wire take UTF-8 only: a key that is not
+  // is the plugin's mistake; a failure's code and message are repaired.
+  StepOutcome o = Invocation{}.Run(registry_, "raw_invalid_utf8_key");
+  EXPECT_EQ(o.kind, OutcomeKind::kFail);
+  EXPECT_EQ(o.error_code, "plugin_error");
+  EXPECT_NE(o.error_message.find("not valid UTF-8"), std::string::npos) << o.error_message;
+  EXPECT_TRUE(o.context_updates.empty())
+      << o.context_updates.dump(-1, ' ', false, Json::error_handler_t::replace);
+
+  o = Invocation{}.Run(registry_, "raw_invalid_utf8_failure");
+  EXPECT_EQ(o.kind, OutcomeKind::kFail);
+  EXPECT_FALSE(o.retryable);
+  EXPECT_EQ(o.error_code, "declined\xEF\xBF\xBD");
+  EXPECT_EQ(o.error_message, "card \xEF\xBF\xBD declined");
+  EXPECT_NO_THROW((void)Json(o.error_code).dump());
+  EXPECT_NO_THROW((void)Json(o.error_message).dump());
+}
+
+TEST_F(RawAbiTest, NumbersThatAreNoEnumeratorAreRefusedWithoutUndefinedBehaviour) {
+  // Reading level 7 or mode 9 as the C++ enum was undefined (UBSan, through
+  // the plugin ABI fuzz target).
+  const StepOutcome o = Invocation{}.Run(registry_, "raw_unknown_enums");
+  EXPECT_EQ(o.kind, OutcomeKind::kFail);
+  EXPECT_EQ(o.error_code, "plugin_error");
+  EXPECT_NE(o.error_message.find("wait_children: unknown mode 9"), std::string::npos)
+      << o.error_message;
+}
+
 TEST_F(RawAbiTest, FailThenOkKeepsTheFailure) {
   const StepOutcome o = Invocation{}.Run(registry_, "raw_fail_then_ok");
   EXPECT_EQ(o.kind, OutcomeKind::kFail);

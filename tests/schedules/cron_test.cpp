@@ -190,6 +190,13 @@ TEST(CronParse, InvalidExpressionsHaveClearErrors) {
             "@monthly, @weekly, @daily, @midnight or @hourly)");
 }
 
+TEST(CronParse, AStepPastTheFieldSetsOnlyItsFirstValue) {
+  // Stepping past the largest int once overflowed (found under UBSan).
+  EXPECT_EQ(Next("1/2147483647 * * * *", "2024-01-01 00:00"), "2024-01-01T00:01:00Z");
+  EXPECT_EQ(Next("1/2147483647 * * * *", "2024-01-01 00:01"), "2024-01-01T01:01:00Z");
+  EXPECT_EQ(Next("0 0 1 6-12/2147483647 *", "2024-01-01 00:00"), "2024-06-01T00:00:00Z");
+}
+
 TEST(CronParse, RefusesExpressionsThatNeverFire) {
   EXPECT_EQ(ParseError("0 0 30 2 *"),
             "cron expression \"0 0 30 2 *\": never fires: no month in the month field has any of "
