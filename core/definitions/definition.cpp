@@ -61,8 +61,8 @@ void ValidateDefinition(const WorkflowDefinition& d, const FailFn& fail) {
       fail(p + ".timeout",
            "a transactional step runs inside its checkpoint's transaction, which the server "
            "ends after " +
-               FormatDuration(kIdleInTransactionLimit) + " idle; at most " +
-               FormatDuration(most) + ", got " + FormatDuration(s.timeout) +
+               FormatDuration(kIdleInTransactionLimit) + " idle; at most " + FormatDuration(most) +
+               ", got " + FormatDuration(s.timeout) +
                " (make the step non-transactional to run longer)");
     }
     if (s.compensate) {
