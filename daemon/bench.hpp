@@ -1,0 +1,259 @@
+// What the files of `cairn bench` share: the settings of a run, its scratch
+// folder, progress line and own database session, and the Bench class, whose
+// entry and orchestration live in cli_bench.cpp, its daemons in
+// bench_fleet.cpp, its phases in bench_throughput.cpp and bench_latency.cpp,
+// and its output in bench_output.cpp.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bench_process.hpp"
+#include "bench_report.hpp"
+#include "cli.hpp"
+#include "definition.hpp"
+#include "store_bench.hpp"
+
+namespace cairn::cli::benchmark {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+inline constexpr const char* kThroughputWorkflow = "noop3";
+inline constexpr const char* kWaitWorkflow = "noop_wait";
+inline constexpr const char* kStartsQueue = "cairn_bench_starts";
+inline constexpr const char* kClaimQueue = "cairn_bench_claim";
+inline constexpr int kBulkStarts = 1000;  // starts per statement of the bulk start
+inline constexpr int kClaimReady = 1000;  // ready runs of the small claim backlog
+inline constexpr int kMinClaimSamples = 20;
+
+// Whether SIGINT or SIGTERM arrived (a second one stops at once); the
+// handler is installed by RunBench.
+bool Interrupted();
+// Throws when Interrupted().
+void CheckInterrupted();
+// Sleeps, checking for an interruption every 20 ms.
+void Sleep(milliseconds duration);
+
+inline double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// What one run of the benchmark measures, from the options (--quick changes
+// the defaults, explicit options beat both).
+struct Settings {
+  std::vector<int> workers{1, 2};
+  std::vector<int> concurrency{1, 8, 32};
+  int runs = 2000;
+  int claim_rows = 1000000;
+  int claim_samples = 500;
+  milliseconds claim_budget{30000};  // per backlog
+  int single_starts = 2000;
+  std::vector<int> start_sessions{1, 8};
+  int bulk_batches = 10;
+  int signals = 300;
+  milliseconds signal_spacing{10};
+  int ready_samples = 3;
+  milliseconds idle_wait{2000};
+  bool quick = false;
+};
+
+// A mkdtemp folder, private to this user, removed with its contents.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  // Writes a file of the folder, readable by this user only; its path.
+  std::string Write(const std::string& name, const std::string& text) const;
+
+ private:
+  std::string path_;
+};
+
+// One line on standard error that says what the benchmark is doing: redrawn
+// in place on a terminal, one line per phase otherwise (logs, CI).
+class Progress {
+ public:
+  Progress();
+  void Begin(const std::string& phase);
+  void Update(const std::string& state);
+  void End(const std::string& summary);
+
+ private:
+  bool tty_;
+  std::string phase_;
+};
+
+// The benchmark's own session. Its read-only transactions inside a measured
+// window (progress polls, counter readings) are counted, so that they are
+// not charged to the phase.
+class Admin {
+ public:
+  explicit Admin(store::ConnectionOptions options) : connection_(std::move(options)) {}
+
+  template <class F>
+  auto Read(F&& fn) {
+    ++reads_;
+    return connection_.Autocommit(std::forward<F>(fn));
+  }
+  // A reading of the server's counters, with the own reads up to it.
+  struct Reading {
+    bench::Counters counters;
+    int64_t own_reads = 0;
+  };
+  Reading Snapshot();
+  store::Connection& connection() { return connection_; }
+
+ private:
+  store::Connection connection_;
+  int64_t reads_ = 0;
+};
+
+bench::UnitCost Cost(const Admin::Reading& before, const Admin::Reading& after, int64_t units);
+
+// One run of `cairn bench`: Run() measures every phase in turn, in the
+// scratch schema it creates, and prints the report. Used from one thread,
+// but for the sessions of the concurrent starts (MeasureSingleStarts).
+class Bench {
+ public:
+  Bench(DaemonConfig config, Settings settings, bool keep)
+      : config_(std::move(config)),
+        settings_(std::move(settings)),
+        keep_(keep),
+        definitions_(LoadDefinitionSet(config_.workflows.paths)) {}
+
+  int Run(bool json);
+
+ private:
+  struct Throughput {
+    int workers = 0;
+    int slots = 0;
+    int64_t runs = 0;
+    int64_t steps = 0;
+    double seconds = 0;
+    double wall_seconds = 0;
+    bench::UnitCost draining;
+    bench::UnitCost with_start;
+  };
+  struct Pgbench {
+    int clients = 0;
+    int64_t steps = 0;
+    double tps = 0;
+    bench::UnitCost cost;
+  };
+  struct Starts {
+    std::string mode;  // "single" | "bulk"
+    int sessions = 1;
+    int64_t starts = 0;
+    double seconds = 0;
+    bench::UnitCost cost;
+  };
+  struct Claims {
+    std::string backlog;
+    int64_t ready = 0;
+    int64_t finished = 0;
+    int samples = 0;
+    double p50_ms = 0;
+    double p99_ms = 0;
+  };
+  struct Fill {
+    std::string what;
+    int64_t rows = 0;
+    double seconds = 0;
+  };
+  struct Resume {
+    bool wake_hints = false;
+    int signals = 0;
+    double p50_ms = 0;
+    double p99_ms = 0;
+  };
+  struct DaemonFigures {
+    int slots = 0;
+    int64_t rss_bytes = 0;
+    int64_t step_process_rss_bytes = 0;
+    int step_processes = 0;
+    double ready_ms = 0;
+  };
+
+  // A `cairn run` of this benchmark, reporting READY on its own socket.
+  class Daemon {
+   public:
+    Daemon(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+           const std::string& log, std::unique_ptr<bench::NotifySocket> socket)
+        : socket_(std::move(socket)), process_(argv, env, log) {}
+    bench::NotifySocket& socket() { return *socket_; }
+    bench::ChildProcess& process() { return process_; }
+
+   private:
+    std::unique_ptr<bench::NotifySocket> socket_;
+    bench::ChildProcess process_;
+  };
+  using Fleet = std::vector<std::unique_ptr<Daemon>>;
+
+  // cli_bench.cpp
+  const WorkflowDefinition& Workflow(const char* name) const;
+  void Prepare();
+
+  // bench_fleet.cpp
+  std::string DaemonConfigFile(int slots, bool listen);
+  std::unique_ptr<Daemon> Spawn(int slots, bool listen);
+  static void WaitReady(Daemon& daemon, const std::string& what);
+  Fleet StartFleet(int workers, int slots, bool listen);
+  void StopFleet(Fleet& fleet);
+  void WaitForSessions(int64_t before);
+  // Polls the tagged runs until `done` says so, showing `state` as progress;
+  // fails when a daemon of the fleet died or nothing moved for two minutes.
+  void WaitForRuns(const Json& tag, Fleet& fleet,
+                   const std::function<bool(const std::unordered_map<RunStatus, int64_t>&)>& done,
+                   const std::function<std::string(const std::unordered_map<RunStatus, int64_t>&,
+                                                   double)>& state);
+  std::vector<std::string> StartRuns(const char* workflow, const Json& tag, int count,
+                                     const std::optional<std::string>& queue = std::nullopt);
+
+  // bench_throughput.cpp
+  Throughput MeasureThroughput(int workers, int slots);
+  const Pgbench& PgbenchAt(int clients);
+  Starts MeasureSingleStarts(int sessions);
+  Starts MeasureBulkStarts();
+
+  // bench_latency.cpp
+  Resume MeasureResume(bool wake_hints);
+  DaemonFigures MeasureDaemon();
+  Claims MeasureClaims(const std::string& backlog, int64_t ready, int64_t finished);
+  Fill FillClaimRuns(int count, bool finished);
+
+  // bench_output.cpp
+  std::string Report(const bench::Machine& machine, double load_before, double load_after) const;
+  Json ReportJson(const bench::Machine& machine, double load_before, double load_after) const;
+
+  DaemonConfig config_;
+  Settings settings_;
+  bool keep_;
+  DefinitionSet definitions_;
+  std::unique_ptr<Admin> admin_;
+  std::unique_ptr<TempDir> temp_;
+  store::bench::ServerInfo server_;
+  std::string executable_;
+  std::string pgbench_;
+  std::string pgbench_script_;
+  int daemon_count_ = 0;
+  Progress progress_;
+
+  std::vector<Throughput> throughput_;
+  std::map<int, Pgbench> pgbench_runs_;
+  std::vector<Starts> starts_;
+  std::vector<Resume> resumes_;
+  std::vector<Claims> claims_;
+  std::vector<Fill> fills_;
+  DaemonFigures daemon_;
+};
+
+}  // namespace cairn::cli::benchmark

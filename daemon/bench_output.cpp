@@ -1,0 +1,208 @@
+// What `cairn bench` prints: the markdown table for people (the machine, the
+// server and the settings above it) and one JSON object for scripts.
+#include <sstream>
+
+#include "bench.hpp"
+#include "duration.hpp"
+
+namespace cairn::cli::benchmark {
+
+namespace {
+
+Json CostJson(const bench::UnitCost& cost) {
+  return {{"transactions", cost.transactions},
+          {"durable_commits", cost.durable_commits},
+          {"read_only_transactions", cost.transactions - cost.durable_commits},
+          {"wal_bytes", cost.wal_bytes},
+          {"wal_full_page_images", cost.wal_fpi},
+          {"wal_fsyncs", cost.wal_syncs}};
+}
+
+}  // namespace
+
+std::string Bench::Report(const bench::Machine& machine, double load_before,
+                          double load_after) const {
+  std::ostringstream out;
+  out << "server: " << Printable(server_.version) << ", at " << Printable(server_.host) << ":"
+      << server_.port << " (fsync " << server_.fsync << ", synchronous_commit "
+      << server_.synchronous_commit << ", full_page_writes " << server_.full_page_writes
+      << ", shared_buffers " << server_.shared_buffers << ", max_wal_size " << server_.max_wal_size
+      << ")\n"
+      << "machine: " << Printable(machine.cpu) << ", " << machine.cores << " cores, "
+      << bench::FormatMiB(machine.memory_bytes) << "; load average " << load_before << " before, "
+      << load_after << " after\n"
+      << "daemons: `cairn run` processes, plugins.isolation " << config_.plugins.isolation
+      << ", worker.claim_batch " << config_.worker.claim_batch
+      << " (0: the slots), worker.poll_interval " << FormatDuration(config_.worker.poll_interval)
+      << "; " << settings_.runs << " " << kThroughputWorkflow
+      << " runs started beforehand per row, one per transaction\n"
+      << "per step or start: transactions committed (read-only ones included) · durable commits "
+         "(transactions that wrote) · WAL bytes\n\n";
+
+  std::vector<std::vector<std::string>> rows;
+  const auto sessions = [](int n) {
+    return std::to_string(n) + (n == 1 ? " session" : " sessions");
+  };
+  for (const auto& t : throughput_) {
+    const double steps = static_cast<double>(t.steps) / t.seconds;
+    const double workflows = static_cast<double>(t.runs) / t.seconds;
+    const auto& ceiling = pgbench_runs_.at(t.workers * t.slots);
+    rows.push_back(
+        {std::string(kThroughputWorkflow) + " throughput",
+         std::to_string(t.workers) + (t.workers == 1 ? " process × " : " processes × ") +
+             std::to_string(t.slots) + (t.slots == 1 ? " slot" : " slots"),
+         bench::FormatRate(steps) + " steps/s, " + bench::FormatRate(workflows) + " workflows/s",
+         bench::FormatRate(ceiling.tps) + " steps/s", bench::FormatRatio(steps / ceiling.tps),
+         bench::FormatCost(t.draining), bench::FormatCost(t.with_start)});
+  }
+  for (const auto& [clients, p] : pgbench_runs_) {
+    rows.push_back({"pgbench step (the ceiling)", sessions(clients), "",
+                    bench::FormatRate(p.tps) + " steps/s", "", bench::FormatCost(p.cost), ""});
+  }
+  for (const auto& s : starts_) {
+    const double rate = static_cast<double>(s.starts) / s.seconds;
+    const auto& ceiling = pgbench_runs_.at(s.sessions);
+    rows.push_back({s.mode == "single"
+                        ? "starts, one per transaction (start_run)"
+                        : "starts, " + std::to_string(kBulkStarts) + " per statement (start_run)",
+                    sessions(s.sessions), bench::FormatRate(rate) + " starts/s",
+                    bench::FormatRate(ceiling.tps) + " steps/s",
+                    bench::FormatRatio(rate / ceiling.tps), bench::FormatCost(s.cost), ""});
+  }
+  for (const auto& c : claims_) {
+    rows.push_back({"claim latency p50 / p99 (ClaimRuns)", c.backlog,
+                    bench::FormatMillis(c.p50_ms) + " / " + bench::FormatMillis(c.p99_ms) +
+                        " ms (" + std::to_string(c.samples) + " claims)",
+                    "", "", "", ""});
+  }
+  for (const auto& f : fills_) {
+    rows.push_back({"backlog fill (generate_series)", bench::FormatRate(f.rows) + " " + f.what,
+                    bench::FormatRate(f.seconds) + " s, " +
+                        bench::FormatRate(static_cast<double>(f.rows) / f.seconds) + " rows/s",
+                    "", "", "", ""});
+  }
+  for (const auto& r : resumes_) {
+    rows.push_back({"signal to resume p50 / p99",
+                    std::string("wake hints ") +
+                        (r.wake_hints ? "on"
+                                      : "off (polling every " +
+                                            FormatDuration(config_.worker.poll_interval) + ")") +
+                        ", " + std::to_string(r.signals) + " signals " +
+                        std::to_string(settings_.signal_spacing.count()) + " ms apart",
+                    bench::FormatMillis(r.p50_ms) + " / " + bench::FormatMillis(r.p99_ms) + " ms",
+                    "", "", "", ""});
+  }
+  rows.push_back({"idle RSS", "1 process × " + std::to_string(daemon_.slots) + " slots",
+                  bench::FormatMiB(daemon_.rss_bytes) + " + " +
+                      bench::FormatMiB(daemon_.step_process_rss_bytes) + " in " +
+                      std::to_string(daemon_.step_processes) + " step processes",
+                  "", "", "", ""});
+  rows.push_back({"start to READY=1 (sd_notify)",
+                  "1 process × " + std::to_string(daemon_.slots) + " slots",
+                  bench::FormatMillis(daemon_.ready_ms) + " ms", "", "", "", ""});
+  out << bench::MarkdownTable({"figure", "condition", "cairn", "pgbench", "cairn / pgbench",
+                               "per step or start, draining", "per step, with its start"},
+                              rows);
+  return out.str();
+}
+
+Json Bench::ReportJson(const bench::Machine& machine, double load_before, double load_after) const {
+  Json result;
+  result["machine"] = {{"cpu", machine.cpu},
+                       {"cores", machine.cores},
+                       {"memory_bytes", machine.memory_bytes},
+                       {"load_average_before", load_before},
+                       {"load_average_after", load_after}};
+  result["server"] = {{"version", server_.version},
+                      {"host", server_.host},
+                      {"port", server_.port},
+                      {"fsync", server_.fsync},
+                      {"synchronous_commit", server_.synchronous_commit},
+                      {"full_page_writes", server_.full_page_writes},
+                      {"shared_buffers", server_.shared_buffers},
+                      {"max_wal_size", server_.max_wal_size}};
+  result["settings"] = {{"quick", settings_.quick},
+                        {"runs_per_row", settings_.runs},
+                        {"isolation", config_.plugins.isolation},
+                        {"claim_batch", config_.EffectiveClaimBatch()},
+                        {"poll_interval_ms", config_.worker.poll_interval.count()},
+                        {"schema", config_.database.schema}};
+  Json pgbench = Json::array();
+  for (const auto& [clients, p] : pgbench_runs_) {
+    pgbench.push_back({{"sessions", clients},
+                       {"steps", p.steps},
+                       {"steps_per_second", p.tps},
+                       {"per_step", CostJson(p.cost)}});
+  }
+  result["pgbench"] = pgbench;
+  Json throughput = Json::array();
+  for (const auto& t : throughput_) {
+    const double steps = static_cast<double>(t.steps) / t.seconds;
+    const double ceiling = pgbench_runs_.at(t.workers * t.slots).tps;
+    throughput.push_back({{"workflow", kThroughputWorkflow},
+                          {"daemons", "cairn run processes"},
+                          {"processes", t.workers},
+                          {"slots_per_process", t.slots},
+                          {"sessions", t.workers * t.slots},
+                          {"runs", t.runs},
+                          {"steps", t.steps},
+                          {"seconds", t.seconds},
+                          {"wall_seconds", t.wall_seconds},
+                          {"steps_per_second", steps},
+                          {"workflows_per_second", static_cast<double>(t.runs) / t.seconds},
+                          {"pgbench_steps_per_second", ceiling},
+                          {"ratio_to_pgbench", steps / ceiling},
+                          {"per_step_draining", CostJson(t.draining)},
+                          {"per_step_with_start", CostJson(t.with_start)}});
+  }
+  result["throughput"] = throughput;
+  Json starts = Json::array();
+  for (const auto& s : starts_) {
+    const double rate = static_cast<double>(s.starts) / s.seconds;
+    const double ceiling = pgbench_runs_.at(s.sessions).tps;
+    starts.push_back({{"mode", s.mode},
+                      {"sessions", s.sessions},
+                      {"starts", s.starts},
+                      {"seconds", s.seconds},
+                      {"starts_per_second", rate},
+                      {"pgbench_steps_per_second", ceiling},
+                      {"ratio_to_pgbench", rate / ceiling},
+                      {"per_start", CostJson(s.cost)}});
+  }
+  result["starts"] = starts;
+  Json claims = Json::array();
+  for (const auto& c : claims_) {
+    claims.push_back({{"backlog", c.backlog},
+                      {"ready_runs", c.ready},
+                      {"finished_runs", c.finished},
+                      {"claim_batch", config_.EffectiveClaimBatch()},
+                      {"samples", c.samples},
+                      {"p50_ms", c.p50_ms},
+                      {"p99_ms", c.p99_ms}});
+  }
+  result["claim_latency"] = claims;
+  Json fills = Json::array();
+  for (const auto& f : fills_) {
+    fills.push_back({{"what", f.what},
+                     {"rows", f.rows},
+                     {"seconds", f.seconds},
+                     {"rows_per_second", static_cast<double>(f.rows) / f.seconds}});
+  }
+  result["backlog_fills"] = fills;
+  Json resumes = Json::array();
+  for (const auto& r : resumes_) {
+    resumes.push_back({{"wake_hints", r.wake_hints},
+                       {"signals", r.signals},
+                       {"p50_ms", r.p50_ms},
+                       {"p99_ms", r.p99_ms}});
+  }
+  result["signal_to_resume"] = resumes;
+  result["daemon"] = {{"slots", daemon_.slots},
+                      {"idle_rss_bytes", daemon_.rss_bytes},
+                      {"idle_step_process_rss_bytes", daemon_.step_process_rss_bytes},
+                      {"step_processes", daemon_.step_processes},
+                      {"start_to_ready_ms", daemon_.ready_ms}};
+  return result;
+}
+
+}  // namespace cairn::cli::benchmark
