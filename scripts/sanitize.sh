@@ -54,6 +54,7 @@ run_tests() {
   rm -rf "$reports"
   mkdir -p "$reports"
   export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1:check_initialization_order=1:strict_init_order=1"
+  export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1"
   export TSAN_OPTIONS="log_path=$reports/tsan:second_deadlock_stack=1"
   local failed=0
