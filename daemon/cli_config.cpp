@@ -11,7 +11,8 @@ namespace cairn::cli {
 
 po::options_description ConfigOptions() {
   po::options_description options("options");
-  options.add_options()("json", "show: print a JSON array of {key, value, source, env}")(
+  options.add_options()("json",
+                        "show: print a JSON array of {key, value, source, env, reloadable}")(
       "concurrency", po::value<int>()->value_name("N"), "as for cairn run")(
       "worker-id", po::value<std::string>()->value_name("ID"), "as for cairn run")(
       "log-level", po::value<std::string>()->value_name("LEVEL"), "as for cairn run");

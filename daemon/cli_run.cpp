@@ -191,12 +191,6 @@ std::string StatusOf(const Worker& worker) {
                      stats.claimed);
 }
 
-// The keys SIGHUP applies to a running daemon; the others need a restart.
-bool Reloadable(const std::string& key) {
-  return key == "log.level" || key == "worker.queues" || key == "worker.concurrency" ||
-         key == "worker.claim_batch" || key == "workflows.paths" || key == "schedules";
-}
-
 // SIGHUP: reads every layer again and applies what may change while runs
 // are in flight, saying which other changes wait for a restart. Throws,
 // having changed nothing, when the configuration or a workflow file is
@@ -211,9 +205,9 @@ std::string ReloadDaemon(const po::variables_map& vm, const DaemonConfig& runnin
   const Json before = ShowConfig(running);
   const Json after = ShowConfig(reloaded);
   for (size_t i = 0; i < before.size() && i < after.size(); ++i) {
-    const std::string key = before[i]["key"];
-    if (!Reloadable(key) && before[i]["value"] != after[i]["value"]) {
-      spdlog::warn("SIGHUP: {} changed; it takes effect when the daemon restarts", key);
+    if (!before[i]["reloadable"].get<bool>() && before[i]["value"] != after[i]["value"]) {
+      spdlog::warn("SIGHUP: {} changed; it takes effect when the daemon restarts",
+                   before[i]["key"].get<std::string>());
     }
   }
   const size_t definition_count = definitions.size();

@@ -472,7 +472,8 @@ Json ShowConfig(const DaemonConfig& config) {
     out.push_back({{"key", key.path},
                    {"value", key.show(config)},
                    {"source", origin == config.origins.end() ? "default" : origin->second.Text()},
-                   {"env", config::EnvironmentName(key.path)}});
+                   {"env", config::EnvironmentName(key.path)},
+                   {"reloadable", key.reloadable}});
   }
   return out;
 }

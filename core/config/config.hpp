@@ -190,7 +190,8 @@ void ApplyEnvironment(DaemonConfig& config, const EnvLookup& env);
 void ValidateConfig(const DaemonConfig& config);
 
 // The effective configuration, one entry per key: {key, value, source,
-// env}; secrets masked, "default" for a key no layer set.
+// env, reloadable (SIGHUP applies it)}; secrets masked, "default" for a key
+// no layer set.
 Json ShowConfig(const DaemonConfig& config);
 
 // The environment variable of a key path (worker.concurrency ->

@@ -126,6 +126,12 @@ Key UrlKey(const std::string& path, DatabaseUrlSource::Kind kind) {
           }};
 }
 
+// A key that SIGHUP applies while the daemon runs.
+Key Reloadable(Key key) {
+  key.reloadable = true;
+  return key;
+}
+
 }  // namespace
 
 const std::vector<Key>& Keys() {
@@ -139,13 +145,13 @@ const std::vector<Key>& Keys() {
       DurationKey("database.idle_timeout", &DaemonConfig::database, &DatabaseConfig::idle_timeout),
 
       StringKey("worker.id", &DaemonConfig::worker, &WorkerConfig::id, true),
-      StringListKey("worker.queues", &DaemonConfig::worker, &WorkerConfig::queues),
-      IntKey("worker.concurrency", &DaemonConfig::worker, &WorkerConfig::concurrency, 1,
-             kMaxConcurrency),
+      Reloadable(StringListKey("worker.queues", &DaemonConfig::worker, &WorkerConfig::queues)),
+      Reloadable(IntKey("worker.concurrency", &DaemonConfig::worker, &WorkerConfig::concurrency, 1,
+                        kMaxConcurrency)),
       DurationKey("worker.poll_interval", &DaemonConfig::worker, &WorkerConfig::poll_interval),
       DurationKey("worker.lease", &DaemonConfig::worker, &WorkerConfig::lease),
-      IntKey("worker.claim_batch", &DaemonConfig::worker, &WorkerConfig::claim_batch, 0,
-             kMaxClaimBatch),
+      Reloadable(IntKey("worker.claim_batch", &DaemonConfig::worker, &WorkerConfig::claim_batch, 0,
+                        kMaxClaimBatch)),
       DurationKey("worker.shutdown_grace", &DaemonConfig::worker, &WorkerConfig::shutdown_grace),
       BoolKey("worker.listen", &DaemonConfig::worker, &WorkerConfig::listen),
 
@@ -173,9 +179,9 @@ const std::vector<Key>& Keys() {
                                             : Json(FormatByteSize(c.plugins.memory_limit));
        }},
 
-      PathListKey("workflows.paths", &DaemonConfig::workflows, &WorkflowsConfig::paths),
+      Reloadable(PathListKey("workflows.paths", &DaemonConfig::workflows, &WorkflowsConfig::paths)),
 
-      StringKey("log.level", &DaemonConfig::log, &LogConfig::level, false),
+      Reloadable(StringKey("log.level", &DaemonConfig::log, &LogConfig::level, false)),
       StringKey("log.format", &DaemonConfig::log, &LogConfig::format, false),
 
       StringKey("metrics.listen", &DaemonConfig::metrics, &MetricsConfig::listen, true),
@@ -192,24 +198,24 @@ const std::vector<Key>& Keys() {
       DurationKey("maintenance.retention", &DaemonConfig::maintenance,
                   &MaintenanceConfig::retention),
 
-      {"schedules",
-       [](const YAML::Node& node, const Layer& layer, DaemonConfig& c) {
-         yaml::LineMap lines;
-         c.schedules = ParseSchedules(node, layer.source, lines);
-         c.schedules_declared = true;
-       },
-       [](const DaemonConfig& c) -> Json {
-         if (!c.schedules_declared) return nullptr;
-         Json out = Json::array();
-         for (const ScheduleDefinition& s : c.schedules) {
-           out.push_back({{"name", s.name},
-                          {"workflow", s.workflow},
-                          {"cron", s.cron},
-                          {"enabled", s.enabled}});
-         }
-         return out;
-       },
-       true},
+      Reloadable({"schedules",
+                  [](const YAML::Node& node, const Layer& layer, DaemonConfig& c) {
+                    yaml::LineMap lines;
+                    c.schedules = ParseSchedules(node, layer.source, lines);
+                    c.schedules_declared = true;
+                  },
+                  [](const DaemonConfig& c) -> Json {
+                    if (!c.schedules_declared) return nullptr;
+                    Json out = Json::array();
+                    for (const ScheduleDefinition& s : c.schedules) {
+                      out.push_back({{"name", s.name},
+                                     {"workflow", s.workflow},
+                                     {"cron", s.cron},
+                                     {"enabled", s.enabled}});
+                    }
+                    return out;
+                  },
+                  true}),
   };
   return kKeys;
 }

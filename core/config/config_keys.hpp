@@ -44,6 +44,8 @@ struct Key {
   // A list or a mapping: the environment gives it in YAML flow style
   // ("[a, b]", "{noop: thread}"); other values are taken as written.
   bool structured = false;
+  // SIGHUP applies it to a running daemon; any other key needs a restart.
+  bool reloadable = false;
 };
 
 // Every key, in the order of config/cairn.yaml.
