@@ -322,8 +322,8 @@ int RunDaemon(const std::vector<std::string>& args) {
   std::unique_ptr<BacklogMonitor> backlog;
   if (metrics) {
     BacklogMonitorOptions backlog_options;
-    backlog_options.connection = daemon_connection();
-    backlog_options.interval = config.metrics.backlog_interval;
+    backlog_options.service.connection = daemon_connection();
+    backlog_options.service.interval = config.metrics.backlog_interval;
     backlog = std::make_unique<BacklogMonitor>(backlog_options, *metrics);
     backlog->Start();
     stops.Push("backlog monitor", [&] { backlog->Stop(); });

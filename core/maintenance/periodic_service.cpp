@@ -29,10 +29,15 @@ PeriodicService::PeriodicService(PeriodicServiceOptions options) : options_(std:
 PeriodicService::~PeriodicService() { Stop(); }
 
 store::Connection& PeriodicService::Connection() {
-  if (!connection_ || !connection_->IsOpen()) {
-    connection_ = std::make_unique<store::Connection>(options_.connection);
-  }
+  if (connection_ && !connection_->IsOpen()) EndSession();
+  if (!connection_) connection_ = std::make_unique<store::Connection>(options_.connection);
   return *connection_;
+}
+
+void PeriodicService::EndSession() {
+  if (!connection_) return;
+  SessionEnding(*connection_);
+  connection_.reset();
 }
 
 ServiceReport PeriodicService::RunOnce() {
@@ -50,12 +55,15 @@ void PeriodicService::Stop() {
   std::thread thread;
   {
     std::lock_guard lock(thread_mutex_);
-    if (!thread_.joinable()) return;
     stop_ = true;
     thread = std::move(thread_);
   }
-  stop_cv_.notify_all();
-  thread.join();
+  if (thread.joinable()) {
+    stop_cv_.notify_all();
+    thread.join();
+  }
+  std::lock_guard lock(mutex_);
+  EndSession();
 }
 
 void PeriodicService::Loop() {

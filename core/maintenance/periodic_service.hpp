@@ -5,7 +5,9 @@
 // the worker). Start and Stop are idempotent and called from one thread;
 // RunOnce is the testable unit and returns what the pass did; a service logs
 // only when it did something. RunOnce may be called from any thread: passes
-// serialise on the service's session.
+// serialise on the service's session. The session is dropped after a failed
+// pass and at Stop (the next pass opens a new one); a service that holds
+// something of its session's, say a lock, learns of it in SessionEnding.
 #pragma once
 
 #include <chrono>
@@ -53,6 +55,7 @@ class PeriodicService {
   PeriodicService& operator=(const PeriodicService&) = delete;
 
   void Start();
+  // Joins the thread and ends the session.
   void Stop();
   // One pass now. Throws on database errors (the thread logs them, drops the
   // session and tries again at the next interval).
@@ -63,6 +66,10 @@ class PeriodicService {
 
  protected:
   virtual ServiceReport Pass(store::Connection& connection) = 0;
+  // Called with the session about to be dropped (at Stop, after a failed
+  // pass, or when it was found closed), serialised with passes. The session
+  // may be broken. Must not throw.
+  virtual void SessionEnding(store::Connection& connection) { (void)connection; }
 
   // Runs fn(connection) on the service's session, serialised with passes.
   template <class F>
@@ -71,7 +78,7 @@ class PeriodicService {
     try {
       return fn(Connection());
     } catch (...) {
-      connection_.reset();
+      EndSession();
       throw;
     }
   }
@@ -79,6 +86,7 @@ class PeriodicService {
  private:
   void Loop();
   store::Connection& Connection();  // with mutex_ held
+  void EndSession();                // with mutex_ held
 
   PeriodicServiceOptions options_;
   std::mutex mutex_;  // the session

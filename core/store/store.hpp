@@ -385,9 +385,6 @@ struct BacklogRow {
   std::optional<double> oldest_due_age_seconds;  // null: none of them is due
 };
 std::vector<BacklogRow> ReadBacklog(Tx& tx);
-// Takes the backlog reader's lease (a session lock) for this connection's
-// session; false when another session holds it. Take it once per session.
-bool TryTakeBacklogLead(Tx& tx);
 
 // How many runs there are in each status.
 std::unordered_map<RunStatus, int64_t> CountRuns(Tx& tx);

@@ -219,11 +219,6 @@ std::vector<BacklogRow> ReadBacklog(Tx& tx) {
   return rows;
 }
 
-bool TryTakeBacklogLead(Tx& tx) {
-  auto& t = Internal(tx);
-  return t.Exec("backlog_try_lead", t.session.options.schema)[0][0].as<bool>();
-}
-
 std::vector<std::string> RepinRuns(Tx& tx, const std::string& from_hash,
                                    const std::string& to_hash) {
   std::vector<std::string> ids;

@@ -1,6 +1,6 @@
 // Tests of the fleet's backlog against the harness's PostgreSQL: the store's
-// backlog and stranded-run counts, the backlog monitor's lease (one reader
-// per fleet, taken over when the reader's session ends) and the session
+// backlog and stranded-run counts, the backlog monitor's lock (one reader
+// per fleet, taken over when the reader stops or its session ends) and the session
 // observer that counts connections and database errors.
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "backlog_monitor.hpp"
+#include "metrics.hpp"
 #include "store_fixture.hpp"
 
 namespace cairn::test {
@@ -51,12 +52,15 @@ class BacklogTest : public StoreTest {
 
   BacklogMonitorOptions MonitorOptions() const {
     BacklogMonitorOptions options;
-    options.connection.url = url();
-    options.connection.schema = schema();
-    options.interval = 100ms;
+    options.service.connection.url = url();
+    options.service.connection.schema = schema();
+    options.service.interval = 100ms;
     return options;
   }
 };
+
+// Whether one pass of the monitor read the backlog.
+bool Reads(BacklogMonitor& monitor) { return monitor.RunOnce().Count("readings") == 1; }
 
 TEST_F(BacklogTest, ReadBacklogCountsUnfinishedRunsPerQueueAndStateWithTheOldestDueAge) {
   CreateBacklog();
@@ -111,9 +115,9 @@ TEST_F(BacklogTest, OneMonitorOfTheFleetReadsAndAnotherTakesOverWhenItStops) {
   Metrics second_metrics;
   auto first = std::make_unique<BacklogMonitor>(MonitorOptions(), first_metrics);
   BacklogMonitor second(MonitorOptions(), second_metrics);
-  EXPECT_TRUE(first->RunOnce());
-  EXPECT_FALSE(second.RunOnce());
-  EXPECT_TRUE(first->RunOnce());  // keeps the lease
+  EXPECT_TRUE(Reads(*first));
+  EXPECT_FALSE(Reads(second));
+  EXPECT_TRUE(Reads(*first));  // keeps the lock
 
   std::string text = first_metrics.Render();
   EXPECT_TRUE(Contains(text, "cairn_backlog_reader 1\n")) << text;
@@ -128,19 +132,23 @@ TEST_F(BacklogTest, OneMonitorOfTheFleetReadsAndAnotherTakesOverWhenItStops) {
   EXPECT_TRUE(Contains(text, "cairn_backlog_reader 0\n")) << text;
   EXPECT_FALSE(Contains(text, "cairn_queue_runs{")) << text;
 
-  // The reader's session ends (its daemon stops): the other one takes over.
+  // The reader stops: it gives the lock up, and the other one takes over at
+  // its next pass.
   first->Start();
   first->Stop();
-  first.reset();
-  EXPECT_TRUE(second.RunOnce());
+  // Released by the reader itself, not later by the server's end of the session.
+  EXPECT_EQ(Sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"), "0");
+  EXPECT_TRUE(Contains(first_metrics.Render(), "cairn_backlog_reader 0\n"));
+  EXPECT_TRUE(Reads(second));
   EXPECT_TRUE(Contains(second_metrics.Render(), "cairn_backlog_reader 1\n"));
+  EXPECT_FALSE(Reads(*first));
 }
 
 TEST_F(BacklogTest, TheReaderThatLosesItsSessionGivesUpTheLeaseAndClearsItsGauges) {
   CreateBacklog();
   Metrics metrics;
   BacklogMonitor monitor(MonitorOptions(), metrics);
-  ASSERT_TRUE(monitor.RunOnce());
+  ASSERT_TRUE(Reads(monitor));
   const std::string pid =
       Sql("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted LIMIT 1");
   ASSERT_FALSE(pid.empty());
@@ -154,7 +162,7 @@ TEST_F(BacklogTest, TheReaderThatLosesItsSessionGivesUpTheLeaseAndClearsItsGauge
       },
       Error);
   EXPECT_TRUE(Contains(metrics.Render(), "cairn_backlog_reader 0\n"));
-  EXPECT_TRUE(monitor.RunOnce());  // a new session takes the lease again
+  EXPECT_TRUE(Reads(monitor));  // a new session takes the lock again
 }
 
 // Counts what a session observer is told.
