@@ -62,8 +62,7 @@ class StepIsolation : public DaemonTest {
 
   // A daemon that must refuse to start: exit 2, every message in its log,
   // and nothing registered in the database.
-  void ExpectStartupError(const DaemonOptions& options, const std::vector<std::string>& messages) {
-    DaemonProcess daemon(options);
+  void ExpectStartupError(DaemonProcess& daemon, const std::vector<std::string>& messages) {
     daemon.Start();
     EXPECT_EQ(daemon.WaitExit(20s), 2) << daemon.Log();
     for (const std::string& message : messages) {
@@ -138,14 +137,13 @@ TEST_F(StepIsolation, AWorkflowInStepProcessesSurvivesACrashUnderThreadIsolation
 }
 
 TEST_F(StepIsolation, AWorkflowNoFileDefinesStopsTheDaemonAndConfigCheck) {
-  const DaemonOptions options = With("process", "{on_thread: thread}");
-  DaemonProcess daemon(options);
+  DaemonProcess daemon(With("process", "{on_thread: thread}"));
   const int line = LineOf(daemon.config_path(), "isolation_by_workflow");
   ASSERT_GT(line, 0);
   const std::string expected = daemon.config_path() + ":" + std::to_string(line) +
                                ": plugins.isolation_by_workflow.on_thread: names workflow "
                                "\"on_thread\", which no workflow file of workflows.paths defines";
-  ExpectStartupError(options, {expected});
+  ExpectStartupError(daemon, {expected});
 
   const CommandResult check =
       RunCommand(CairnBinary(), {"config", "check", "--config", daemon.config_path()});
@@ -155,13 +153,12 @@ TEST_F(StepIsolation, AWorkflowNoFileDefinesStopsTheDaemonAndConfigCheck) {
 }
 
 TEST_F(StepIsolation, AValueThatIsNoIsolationNamesTheKeyAndItsLayer) {
-  const DaemonOptions in_file = With("process", "{on_threads: threads}");
-  DaemonProcess daemon(in_file);
+  DaemonProcess daemon(With("process", "{on_threads: threads}"));
   const int line = LineOf(daemon.config_path(), "isolation_by_workflow");
   ASSERT_GT(line, 0);
   const std::string expected = daemon.config_path() + ":" + std::to_string(line) +
                                ": plugins.isolation_by_workflow.on_threads: must be one of";
-  ExpectStartupError(in_file, {expected, "got \"threads\""});
+  ExpectStartupError(daemon, {expected, "got \"threads\""});
   const CommandResult check =
       RunCommand(CairnBinary(), {"config", "check", "--config", daemon.config_path()});
   EXPECT_EQ(check.exit_code, 2) << check.out << check.err;
@@ -169,9 +166,11 @@ TEST_F(StepIsolation, AValueThatIsNoIsolationNamesTheKeyAndItsLayer) {
 
   DaemonOptions from_environment = With("process", "");
   from_environment.environment = {"CAIRN_PLUGINS_ISOLATION_BY_WORKFLOW={in_processes: fibre}"};
-  ExpectStartupError(from_environment,
-                     {"environment: CAIRN_PLUGINS_ISOLATION_BY_WORKFLOW: must be one of process | thread, "
-                      "got \"fibre\""});
+  DaemonProcess from_environment_daemon(from_environment);
+  ExpectStartupError(
+      from_environment_daemon,
+      {"environment: CAIRN_PLUGINS_ISOLATION_BY_WORKFLOW: must be one of process | thread, "
+       "got \"fibre\""});
 }
 
 TEST_F(StepIsolation, SighupRefusesAWorkflowOnThreadsThatNeedsAPluginTheDaemonDidNotLoad) {
