@@ -48,6 +48,7 @@ std::string Bench::DaemonConfigFile(int slots, bool listen) {
        {{"directories", plugin_dirs},
         {"isolation", config_.plugins.isolation},
         {"isolation_by_plugin", config_.plugins.isolation_by_plugin},
+        {"isolation_by_workflow", config_.plugins.isolation_by_workflow},
         {"memory_limit", std::to_string(config_.plugins.memory_limit)}}},
       {"workflows", {{"paths", workflow_paths}}},
       {"log", {{"level", "warn"}, {"format", "text"}}},

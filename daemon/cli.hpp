@@ -96,10 +96,25 @@ po::variables_map Parse(const std::string& command, const std::vector<std::strin
 // The daemon config the flags produce over the environment and the --config
 // file (flags a subcommand does not have are simply absent from vm).
 DaemonConfig LoadDaemonConfig(const po::variables_map& vm);
-// The configured plugins, each run as plugins.isolation says.
-std::unique_ptr<PluginCatalog> LoadPlugins(const DaemonConfig& config);
-// The configured workflows, checked against the loaded plugin steps.
-DefinitionSet LoadWorkflows(const DaemonConfig& config, const StepCatalog& plugins);
+// The workflow files of workflows.paths. Throws ConfigError, naming the key
+// and where it was set, when plugins.isolation_by_workflow names a workflow
+// they do not define.
+DefinitionSet ReadWorkflows(const DaemonConfig& config);
+// The configured plugins, each step run as plugins.isolation,
+// isolation_by_plugin and isolation_by_workflow say for the workflows of
+// `definitions` (whose plugins on threads are loaded in the daemon).
+std::unique_ptr<PluginCatalog> LoadPlugins(const DaemonConfig& config,
+                                           const DefinitionSet& definitions);
+// Checks that every workflow can run each of its plugin steps as configured;
+// throws ConfigError naming the file, workflow and step otherwise.
+void CheckWorkflowSteps(const DefinitionSet& definitions, const PluginCatalog& plugins);
+// What `cairn run` starts with and `cairn config check` checks: the
+// workflows, then the plugins they need, then every step checked.
+struct PluginsAndWorkflows {
+  DefinitionSet definitions;
+  std::unique_ptr<PluginCatalog> plugins;
+};
+PluginsAndWorkflows LoadPluginsAndWorkflows(const DaemonConfig& config);
 store::ConnectionOptions ConnectionFor(const DaemonConfig& config, const std::string& name);
 
 // The options of each subcommand (see Subcommand::options).

@@ -24,8 +24,9 @@ namespace {
 
 int CheckConfig(const po::variables_map& vm) {
   const DaemonConfig config = LoadDaemonConfig(vm);
-  const std::unique_ptr<PluginCatalog> plugins = LoadPlugins(config);
-  const DefinitionSet definitions = LoadWorkflows(config, *plugins);
+  const PluginsAndWorkflows checked = LoadPluginsAndWorkflows(config);
+  const DefinitionSet& definitions = checked.definitions;
+  const PluginCatalog& plugins = *checked.plugins;
   if (definitions.empty()) {
     throw InvalidArgumentError("no workflow definitions found in workflows.paths");
   }
@@ -39,7 +40,7 @@ int CheckConfig(const po::variables_map& vm) {
     }
   }
   size_t steps = 0;
-  const std::vector<PluginInfo> loaded = plugins->List();
+  const std::vector<PluginInfo> loaded = plugins.List();
   for (const PluginInfo& plugin : loaded) steps += plugin.steps.size();
   std::cout << "config ok: " << Printable(config.source.empty() ? "defaults" : config.source)
             << ": " << loaded.size() << " plugin(s), " << steps << " step(s), "

@@ -17,6 +17,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "backlog_monitor.hpp"
@@ -137,7 +138,21 @@ store::ConnectionOptions ConnectionFor(const DaemonConfig& config, const std::st
   return options;
 }
 
-std::unique_ptr<PluginCatalog> LoadPlugins(const DaemonConfig& config) {
+DefinitionSet ReadWorkflows(const DaemonConfig& config) {
+  DefinitionSet definitions = LoadDefinitionSet(config.workflows.paths);
+  for (const auto& entry : config.plugins.isolation_by_workflow) {
+    const std::string& workflow = entry.first;
+    if (definitions.Find(workflow) == nullptr) {
+      FailConfigKey(
+          config, "plugins.isolation_by_workflow." + workflow,
+          "names workflow \"" + workflow + "\", which no workflow file of workflows.paths defines");
+    }
+  }
+  return definitions;
+}
+
+std::unique_ptr<PluginCatalog> LoadPlugins(const DaemonConfig& config,
+                                           const DefinitionSet& definitions) {
   PluginCatalogOptions options;
   for (const auto& directory : config.plugins.directories) {
     options.paths.push_back(directory.string());
@@ -148,6 +163,16 @@ std::unique_ptr<PluginCatalog> LoadPlugins(const DaemonConfig& config) {
   options.isolation = isolation(config.plugins.isolation);
   for (const auto& [plugin, name] : config.plugins.isolation_by_plugin) {
     options.by_plugin[plugin] = isolation(name);
+  }
+  for (const auto& [workflow, name] : config.plugins.isolation_by_workflow) {
+    options.by_workflow[workflow] = isolation(name);
+  }
+  for (const WorkflowDefinition* workflow : definitions.All()) {
+    std::set<std::string>& steps = options.workflow_steps[workflow->name];
+    for (const StepDefinition& step : workflow->steps) {
+      steps.insert(step.run);
+      if (step.compensate) steps.insert(*step.compensate);
+    }
   }
   options.processes.log_level = config.log.level;
   options.processes.log_format = config.log.format;
@@ -166,11 +191,18 @@ std::unique_ptr<PluginCatalog> LoadPlugins(const DaemonConfig& config) {
   }
 }
 
-DefinitionSet LoadWorkflows(const DaemonConfig& config, const StepCatalog& plugins) {
-  DefinitionSet definitions = LoadDefinitionSet(config.workflows.paths);
-  ValidateSteps(definitions,
-                [&](const std::string& step) { return plugins.Find(step) != nullptr; });
-  return definitions;
+void CheckWorkflowSteps(const DefinitionSet& definitions, const PluginCatalog& plugins) {
+  ValidateSteps(definitions, [&](const std::string& workflow, const std::string& step) {
+    return plugins.Unrunnable(step, workflow);
+  });
+}
+
+PluginsAndWorkflows LoadPluginsAndWorkflows(const DaemonConfig& config) {
+  PluginsAndWorkflows loaded;
+  loaded.definitions = ReadWorkflows(config);
+  loaded.plugins = LoadPlugins(config, loaded.definitions);
+  CheckWorkflowSteps(loaded.definitions, *loaded.plugins);
+  return loaded;
 }
 
 namespace {
@@ -196,9 +228,13 @@ std::string StatusOf(const Worker& worker) {
 // having changed nothing, when the configuration or a workflow file is
 // invalid. Returns what the daemon now runs with.
 std::string ReloadDaemon(const po::variables_map& vm, const DaemonConfig& running,
-                         const StepCatalog& plugins, Worker& worker, ScheduleService& schedules) {
+                         const PluginCatalog& plugins, Worker& worker, ScheduleService& schedules) {
   const DaemonConfig reloaded = LoadDaemonConfig(vm);
-  DefinitionSet definitions = LoadWorkflows(reloaded, plugins);
+  // Checked against the reloaded configuration, so that the files would
+  // also start a daemon; run as the running catalog says (isolation is not
+  // reloadable).
+  DefinitionSet definitions = ReadWorkflows(reloaded);
+  CheckWorkflowSteps(definitions, plugins);
   if (definitions.empty()) {
     throw InvalidArgumentError("no workflow definitions found in workflows.paths");
   }
@@ -236,8 +272,9 @@ int RunDaemon(const std::vector<std::string>& args) {
   DaemonConfig config = LoadDaemonConfig(vm);
   SetUpLogging(LogSettings{config.log.level, config.log.format});
 
-  std::unique_ptr<PluginCatalog> plugins = LoadPlugins(config);
-  DefinitionSet definitions = LoadWorkflows(config, *plugins);
+  PluginsAndWorkflows loaded = LoadPluginsAndWorkflows(config);
+  const DefinitionSet& definitions = loaded.definitions;
+  const std::unique_ptr<PluginCatalog>& plugins = loaded.plugins;
   if (definitions.empty()) {
     throw InvalidArgumentError("no workflow definitions found in workflows.paths");
   }

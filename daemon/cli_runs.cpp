@@ -461,7 +461,9 @@ po::options_description PluginsOptions() {
 int RunPlugins(const std::vector<std::string>& args) {
   auto vm = Parse("plugins", args);
   DaemonConfig config = LoadDaemonConfig(vm);
-  std::unique_ptr<PluginCatalog> plugins = LoadPlugins(config);
+  // Without the workflows: this lists what the plugins hold, and the
+  // isolation of a plugin's steps where isolation_by_workflow says nothing.
+  std::unique_ptr<PluginCatalog> plugins = LoadPlugins(config, DefinitionSet());
   if (vm.count("json")) {
     Json list = Json::array();
     for (const auto& p : plugins->List()) {

@@ -148,6 +148,12 @@ void CheckConfig(const DaemonConfig& c, const FailFn& fail) {
            "must be one of " + OneOf(kIsolations) + ", got " + Quoted(isolation));
     }
   }
+  for (const auto& [workflow, isolation] : c.plugins.isolation_by_workflow) {
+    if (!Contains(kIsolations, isolation)) {
+      fail("plugins.isolation_by_workflow." + workflow,
+           "must be one of " + OneOf(kIsolations) + ", got " + Quoted(isolation));
+    }
+  }
   if (!Contains(kIsolations, c.plugins.isolation)) {
     fail("plugins.isolation",
          "must be one of " + OneOf(kIsolations) + ", got " + Quoted(c.plugins.isolation));
@@ -201,12 +207,7 @@ const ConfigOrigin* FindOrigin(const DaemonConfig& c, std::string path) {
 // Throws the rule's problem where the offending value came from.
 void Check(const DaemonConfig& c) {
   CheckConfig(c, [&](const std::string& path, const std::string& problem) {
-    const ConfigOrigin* origin = FindOrigin(c, path);
-    if (origin == nullptr) {
-      throw ConfigError(c.source.empty() ? "config" : c.source, 0, path, problem);
-    }
-    if (!origin->name.empty()) throw ConfigError(origin->source, 0, origin->name, problem);
-    throw ConfigError(origin->source, origin->line, path, problem);
+    FailConfigKey(c, path, problem);
   });
 }
 
@@ -387,6 +388,16 @@ void ReadFlags(const std::vector<ConfigFlag>& flags, DaemonConfig& c) {
 }
 
 }  // namespace
+
+void FailConfigKey(const DaemonConfig& config, const std::string& path,
+                   const std::string& problem) {
+  const ConfigOrigin* origin = FindOrigin(config, path);
+  if (origin == nullptr) {
+    throw ConfigError(config.source.empty() ? "config" : config.source, 0, path, problem);
+  }
+  if (!origin->name.empty()) throw ConfigError(origin->source, 0, origin->name, problem);
+  throw ConfigError(origin->source, origin->line, path, problem);
+}
 
 std::string ConfigOrigin::Text() const {
   if (!name.empty()) return source + " " + name;

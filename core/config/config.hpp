@@ -66,9 +66,12 @@ struct PluginsConfig {
   std::vector<std::filesystem::path> directories{"/usr/lib/cairn/plugins"};
   // How steps run: "process" (each in a supervised step process, so a step
   // that crashes or hangs takes down only that process) or "thread" (on the
-  // daemon's own threads); per plugin name in isolation_by_plugin.
+  // daemon's own threads); per plugin name in isolation_by_plugin, and per
+  // workflow name in isolation_by_workflow. The most specific setting wins:
+  // the workflow's, then the plugin's, then isolation.
   std::string isolation = "process";
   std::map<std::string, std::string> isolation_by_plugin;
+  std::map<std::string, std::string> isolation_by_workflow;
   uint64_t memory_limit = 0;  // bytes of address space per step process; 0 = none
 };
 
@@ -188,6 +191,12 @@ void ApplyEnvironment(DaemonConfig& config, const EnvLookup& env);
 // Re-checks every rule on a config. Throws ConfigError naming where the
 // offending value came from.
 void ValidateConfig(const DaemonConfig& config);
+
+// Throws ConfigError for a problem with the value at a key path (such as
+// "plugins.isolation_by_workflow.order") found by a check outside the config
+// room, naming where that value came from: file and line, variable or flag.
+[[noreturn]] void FailConfigKey(const DaemonConfig& config, const std::string& path,
+                                const std::string& problem);
 
 // The effective configuration, one entry per key: {key, value, source,
 // env, reloadable (SIGHUP applies it)}; secrets masked, "default" for a key

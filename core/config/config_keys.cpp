@@ -75,6 +75,24 @@ Key StringListKey(std::string path, S DaemonConfig::*section,
           [=](const DaemonConfig& c) { return Json((c.*section).*field); }, true};
 }
 
+// A mapping of names to strings, such as {noop: thread}.
+template <class S>
+Key StringMapKey(std::string path, S DaemonConfig::*section,
+                 Member<S, std::map<std::string, std::string>> field) {
+  return {path,
+          [=](const YAML::Node& node, const Layer& layer, DaemonConfig& c) {
+            if (!node.IsMap()) yaml::Fail(layer.source, node, path, "must be a mapping");
+            std::map<std::string, std::string> values;
+            for (const auto& entry : node) {
+              const std::string name = entry.first.Scalar();
+              values[name] =
+                  yaml::ReadString(entry.second, layer.source, yaml::Join(path, name), false);
+            }
+            (c.*section).*field = std::move(values);
+          },
+          [=](const DaemonConfig& c) { return Json((c.*section).*field); }, true};
+}
+
 // A list of paths; relative ones resolve against the layer's folder.
 template <class S>
 Key PathListKey(std::string path, S DaemonConfig::*section,
@@ -157,19 +175,13 @@ const std::vector<Key>& Keys() {
 
       PathListKey("plugins.directories", &DaemonConfig::plugins, &PluginsConfig::directories),
       StringKey("plugins.isolation", &DaemonConfig::plugins, &PluginsConfig::isolation, false),
-      {"plugins.isolation_by_plugin",
-       [](const YAML::Node& node, const Layer& layer, DaemonConfig& c) {
-         const std::string path = "plugins.isolation_by_plugin";
-         if (!node.IsMap()) yaml::Fail(layer.source, node, path, "must be a mapping");
-         std::map<std::string, std::string> isolation;
-         for (const auto& entry : node) {
-           const std::string plugin = entry.first.Scalar();
-           isolation[plugin] =
-               yaml::ReadString(entry.second, layer.source, yaml::Join(path, plugin), false);
-         }
-         c.plugins.isolation_by_plugin = std::move(isolation);
-       },
-       [](const DaemonConfig& c) { return Json(c.plugins.isolation_by_plugin); }, true},
+      StringMapKey("plugins.isolation_by_plugin", &DaemonConfig::plugins,
+                   &PluginsConfig::isolation_by_plugin),
+      // Not reloadable: a workflow moved onto threads may need a plugin the
+      // daemon never loaded in-process, and one moved into step processes
+      // needs step processes a daemon on threads never started.
+      StringMapKey("plugins.isolation_by_workflow", &DaemonConfig::plugins,
+                   &PluginsConfig::isolation_by_workflow),
       {"plugins.memory_limit",
        [](const YAML::Node& node, const Layer& layer, DaemonConfig& c) {
          c.plugins.memory_limit = yaml::ReadByteSize(node, layer.source, "plugins.memory_limit");

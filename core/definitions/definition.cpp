@@ -522,21 +522,19 @@ DefinitionSet LoadDefinitionSet(const std::vector<std::filesystem::path>& paths,
 }
 
 void ValidateSteps(const DefinitionSet& definitions,
-                   const std::function<bool(const std::string&)>& step_exists) {
+                   const std::function<std::string(const std::string& workflow,
+                                                   const std::string& step)>& problem_of) {
   std::vector<ConfigError> errors;
   for (const WorkflowDefinition* d : definitions.All()) {
     for (const StepDefinition& s : d->steps) {
       const std::string where =
           "workflow " + d->name + " v" + std::to_string(d->version) + ", step " + s.name;
-      if (!step_exists(s.run)) {
-        errors.emplace_back(
-            s.source, 0, where,
-            "run: unknown plugin step " + Quoted(s.run) + " (no loaded plugin registers it)");
+      if (const std::string problem = problem_of(d->name, s.run); !problem.empty()) {
+        errors.emplace_back(s.source, 0, where, "run: " + problem);
       }
-      if (s.compensate && !step_exists(*s.compensate)) {
-        errors.emplace_back(s.source, 0, where,
-                            "compensate: unknown plugin step " + Quoted(*s.compensate) +
-                                " (no loaded plugin registers it)");
+      if (!s.compensate) continue;
+      if (const std::string problem = problem_of(d->name, *s.compensate); !problem.empty()) {
+        errors.emplace_back(s.source, 0, where, "compensate: " + problem);
       }
     }
   }
@@ -545,7 +543,7 @@ void ValidateSteps(const DefinitionSet& definitions,
   const ConfigError& first = errors.front();
   throw ConfigError(first.source(), 0, first.key_path(),
                     first.problem() + "; and " + std::to_string(errors.size() - 1) +
-                        " more unknown plugin step reference(s)");
+                        " more plugin step reference(s) that cannot run");
 }
 
 }  // namespace cairn

@@ -133,11 +133,13 @@ class DefinitionSet {
 DefinitionSet LoadDefinitionSet(const std::vector<std::filesystem::path>& paths,
                                 const YamlLimits& limits = {});
 
-// Checks that every step's `run` and `compensate` name a plugin step for
-// which step_exists returns true. Throws ConfigError naming file:line, the
-// workflow, the step and the unknown plugin step (and how many more are
-// unknown).
+// Checks that every step's `run` and `compensate` name a plugin step its
+// workflow can run: problem_of(workflow, plugin step) returns "" when it
+// can, else why not ("unknown plugin step ..."). Throws ConfigError naming
+// file:line, the workflow, the step and the first problem (and how many
+// more there are).
 void ValidateSteps(const DefinitionSet& definitions,
-                   const std::function<bool(const std::string&)>& step_exists);
+                   const std::function<std::string(const std::string& workflow,
+                                                   const std::string& step)>& problem_of);
 
 }  // namespace cairn

@@ -284,7 +284,7 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
                 step.name, run.attempt + 1, message);
   };
   log(spdlog::level::debug, "starting");
-  std::shared_ptr<Step> plugin_step = steps_.Find(step.run);
+  std::shared_ptr<Step> plugin_step = steps_.Find(step.run, workflow.name);
   StepCall call;
   call.run_id = run.id;
   call.workflow = workflow.name;

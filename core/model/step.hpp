@@ -80,13 +80,17 @@ class Step {
   virtual bool EnforcesTimeout() const { return false; }
 };
 
-// Where the engine finds the step a definition's `run` names. Find is safe
-// from any thread once the catalog is built.
+// Where the engine finds the step a definition's `run` names. The workflow
+// is part of the question because how a step runs (in a step process or on
+// a thread) may be configured per workflow. Find is safe from any thread
+// once the catalog is built.
 class StepCatalog {
  public:
   virtual ~StepCatalog() = default;
-  // The step registered under `step_name`, or nullptr when there is none.
-  virtual std::shared_ptr<Step> Find(const std::string& step_name) const = 0;
+  // The step registered under `step_name`, as runs of `workflow` run it, or
+  // nullptr when there is none.
+  virtual std::shared_ptr<Step> Find(const std::string& step_name,
+                                     const std::string& workflow) const = 0;
 };
 
 }  // namespace cairn

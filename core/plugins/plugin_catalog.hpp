@@ -1,13 +1,15 @@
 // The steps the engine runs, as the daemon's configuration says to run them:
-// each plugin's steps either in step processes (process isolation, the
-// default: a crashing or hanging step takes down only its own process) or on
-// threads of the daemon (for trusted plugins, where the few microseconds of a
-// process hop per step matter). Built at start-up; Find and List are then
-// safe from any thread.
+// each step either in a step process (process isolation, the default: a
+// crashing or hanging step takes down only its own process) or on a thread
+// of the daemon (for trusted plugins, where the few microseconds of a process
+// hop per step matter), chosen per workflow, per plugin or for all. Built at
+// start-up; Find, Unrunnable, List and IsolationOf are then safe from any
+// thread.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,22 +25,38 @@ const char* ToString(Isolation isolation);  // "process" | "thread"
 struct PluginCatalogOptions {
   std::vector<std::string> paths;  // plugin files and directories
   Isolation isolation = Isolation::kProcess;
-  std::map<std::string, Isolation> by_plugin;  // plugin name -> its isolation
-  plugins::StepProcessOptions processes;       // plugin_paths is filled from paths
+  std::map<std::string, Isolation> by_plugin;    // plugin name -> its isolation
+  std::map<std::string, Isolation> by_workflow;  // workflow name -> its isolation
+  // The plugin steps each workflow runs (its steps and compensations, in
+  // every version): the plugins of a workflow run on threads are loaded in
+  // the daemon too.
+  std::map<std::string, std::set<std::string>> workflow_steps;
+  plugins::StepProcessOptions processes;  // plugin_paths is filled from paths
 };
 
 class PluginCatalog : public StepCatalog {
  public:
-  // Loads the plugins (in a step process first, when any plugin runs in
-  // one, so that the daemon never runs their code). Throws PluginError for a
-  // plugin that does not load and for by_plugin naming a plugin there is not.
+  // Loads the plugins: in a step process first, when any step may run in
+  // one, so that the daemon runs only the code of plugins some workflow runs
+  // on threads. Throws PluginError for a plugin that does not load and for
+  // by_plugin naming a plugin there is not.
   explicit PluginCatalog(PluginCatalogOptions options);
   ~PluginCatalog() override;
 
-  std::shared_ptr<Step> Find(const std::string& step_name) const override;
+  // The step as runs of `workflow` run it; nullptr when Unrunnable says why.
+  std::shared_ptr<Step> Find(const std::string& step_name,
+                             const std::string& workflow) const override;
+  // Why runs of `workflow` cannot run `step_name`, or "" when they can: no
+  // plugin registers it, or the workflow runs it on a thread and its plugin
+  // was not loaded in the daemon at start.
+  std::string Unrunnable(const std::string& step_name, const std::string& workflow) const;
   std::vector<PluginInfo> List() const;
-  Isolation IsolationOf(const std::string& plugin) const;
-  // The step processes, or nullptr when every plugin runs on threads.
+  // How runs of `workflow` run the steps of `plugin`, the one place that
+  // decides: the most specific setting wins, the workflow's (by_workflow),
+  // then the plugin's (by_plugin), then isolation. Without a workflow: as
+  // for a workflow by_workflow does not name.
+  Isolation IsolationOf(const std::string& plugin, const std::string& workflow = "") const;
+  // The step processes, or nullptr when every step runs on threads.
   const plugins::StepProcesses* processes() const { return processes_.get(); }
 
  private:
@@ -46,7 +64,7 @@ class PluginCatalog : public StepCatalog {
   std::shared_ptr<plugins::StepProcesses> processes_;
   PluginRegistry threads_;
   std::vector<PluginInfo> plugins_;
-  std::map<std::string, Isolation> step_isolation_;
+  std::map<std::string, std::string> plugin_of_step_;
 };
 
 }  // namespace cairn

@@ -67,7 +67,12 @@ class PluginRegistry : public StepCatalog {
   void LoadFile(const std::string& path);
 
   // The step registered under `step_name`, or nullptr when there is none.
-  std::shared_ptr<Step> Find(const std::string& step_name) const override;
+  std::shared_ptr<Step> Find(const std::string& step_name) const;
+  // The same for every workflow: a registry runs all its steps in-process.
+  std::shared_ptr<Step> Find(const std::string& step_name,
+                             const std::string& /*workflow*/) const override {
+    return Find(step_name);
+  }
 
   // Loaded plugins, in load order.
   std::vector<PluginInfo> List() const;

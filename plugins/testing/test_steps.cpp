@@ -2,6 +2,8 @@
 // obvious thing driven by the run's input, so a test's workflow definition
 // says what happens. Built into the plugin directory beside noop and example
 // (as test_steps.so); not meant for production. Stateless and reentrant.
+#include <unistd.h>
+
 #include <cairn/sdk.hpp>
 #include <chrono>
 #include <cstdint>
@@ -259,6 +261,12 @@ Outcome Echo(StepContext& ctx) {
                                {"context", ctx.context()}});
 }
 
+// Completes with the id of the process the step ran in: the daemon's, on a
+// thread, or a step process's.
+Outcome ProcessId(StepContext&) {
+  return cairn::sdk::Complete({{"pid", static_cast<int64_t>(::getpid())}});
+}
+
 // Poison steps: each takes down the process it runs in, the way a buggy
 // plugin would. Under process isolation only its step process dies.
 Outcome Abort(StepContext&) { std::abort(); }
@@ -317,5 +325,6 @@ CAIRN_PLUGIN("test_steps", "1.0.0",
              CAIRN_STEP("undo_gated", UndoGated),
              CAIRN_STEP("start_children", StartChildren),
              CAIRN_STEP("child_work", ChildWork),
-             CAIRN_STEP("echo", Echo))
+             CAIRN_STEP("echo", Echo),
+             CAIRN_STEP("process_id", ProcessId))
 // clang-format on

@@ -82,6 +82,7 @@ void ExpectDefaults(const DaemonConfig& c) {
   EXPECT_EQ(c.maintenance.crash_limit, 3);
   EXPECT_EQ(c.database.idle_timeout, std::chrono::minutes(1));
   EXPECT_EQ(c.plugins.isolation, "process");
+  EXPECT_TRUE(c.plugins.isolation_by_workflow.empty());
   EXPECT_EQ(c.plugins.memory_limit, 0u);
   // Eight slots, and the poller, lease keeper, sweeper, schedule service,
   // LISTEN, retention and the backlog reader.
@@ -253,6 +254,11 @@ TEST(ConfigLoader, EveryValidationErrorNamesFileLineAndKey) {
        "cairn.yaml:2: maintenance.reaper_interval: must be longer than 0"},
       {"plugins:\n  directories: [\"\"]\n",
        "cairn.yaml:2: plugins.directories[0]: must not be empty"},
+      {"plugins:\n  isolation_by_workflow:\n    order: thread\n    bench: fibre\n",
+       "cairn.yaml:4: plugins.isolation_by_workflow.bench: must be one of process | thread, got "
+       "\"fibre\""},
+      {"plugins:\n  isolation_by_workflow: [order]\n",
+       "cairn.yaml:2: plugins.isolation_by_workflow: must be a mapping"},
       {"worker: 5\n", "cairn.yaml:1: worker: must be a mapping"},
       {"- a\n", "cairn.yaml:1: must be a mapping"},
       {"database:\n  url: x\n  url_file: /x\n",
@@ -562,6 +568,7 @@ std::map<std::string, std::string> SampleValues(const fs::path& dir) {
       {"plugins.directories", "[" + (dir / "plugins").string() + "]"},
       {"plugins.isolation", "thread"},
       {"plugins.isolation_by_plugin", "{noop: process}"},
+      {"plugins.isolation_by_workflow", "{order: thread}"},
       {"plugins.memory_limit", "536870912"},
       {"workflows.paths", "[" + (dir / "workflows").string() + "]"},
       {"log.level", "debug"},
@@ -668,6 +675,17 @@ TEST(ConfigLayers, AnErrorNamesTheLayerThatSetTheValue) {
     ADD_FAILURE() << "concurrency 0 was accepted";
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()).rfind("command line: --concurrency", 0), 0u) << e.what();
+  }
+}
+
+// A workflow moved onto threads may need a plugin the running daemon never
+// loaded in-process, so SIGHUP does not apply isolation (and says so).
+TEST(ConfigLayers, IsolationIsNotReloadable) {
+  for (const Json& entry : ShowConfig(DaemonConfig{})) {
+    const std::string key = entry["key"];
+    if (key.rfind("plugins.isolation", 0) == 0) {
+      EXPECT_FALSE(entry["reloadable"].get<bool>()) << key;
+    }
   }
 }
 

@@ -8,8 +8,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
+#include <functional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "yaml_input.hpp"
 
@@ -499,30 +501,52 @@ TEST(RetryPolicy, BacksOffExponentiallyUpToTheCap) {
   EXPECT_TRUE(r.IsRetryable("timeout"));
 }
 
-TEST(ValidateSteps, NamesFileLineWorkflowStepAndUnknownPluginStep) {
-  const DefinitionSet set(LoadDefinitionsFromString(kOrder, "order.yaml"));
-  const std::set<std::string> known{"reserve_stock", "charge_payment", "release_stock"};
-  auto exists = [&](const std::string& s) { return known.count(s) > 0; };
-  EXPECT_NO_THROW(ValidateSteps(set, exists));
+// A problem_of that knows these plugin steps, whatever the workflow.
+std::function<std::string(const std::string&, const std::string&)> Knowing(
+    std::set<std::string> steps) {
+  return [steps = std::move(steps)](const std::string&, const std::string& step) {
+    return steps.count(step) > 0 ? std::string() : "unknown plugin step \"" + step + "\"";
+  };
+}
 
-  const std::set<std::string> fewer{"reserve_stock", "release_stock"};
+TEST(ValidateSteps, NamesFileLineWorkflowStepAndTheProblem) {
+  const DefinitionSet set(LoadDefinitionsFromString(kOrder, "order.yaml"));
+  EXPECT_NO_THROW(
+      ValidateSteps(set, Knowing({"reserve_stock", "charge_payment", "release_stock"})));
   try {
-    ValidateSteps(set, [&](const std::string& s) { return fewer.count(s) > 0; });
+    ValidateSteps(set, Knowing({"reserve_stock", "release_stock"}));
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(),
                  "order.yaml:18: workflow order v1, step charge: run: unknown plugin step "
-                 "\"charge_payment\" (no loaded plugin registers it)");
+                 "\"charge_payment\"");
   }
   try {
-    ValidateSteps(set, [](const std::string&) { return false; });
+    ValidateSteps(set, Knowing({}));
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()),
               "order.yaml:6: workflow order v1, step reserve: run: unknown plugin step "
-              "\"reserve_stock\" (no loaded plugin registers it); and 2 more unknown plugin "
-              "step reference(s)");
+              "\"reserve_stock\"; and 2 more plugin step reference(s) that cannot run");
   }
+}
+
+TEST(ValidateSteps, AsksPerWorkflowAndNamesACompensationThatCannotRun) {
+  const DefinitionSet set(LoadDefinitionsFromString(kOrder, "order.yaml"));
+  std::set<std::pair<std::string, std::string>> asked;
+  try {
+    ValidateSteps(set, [&](const std::string& workflow, const std::string& step) -> std::string {
+      asked.insert({workflow, step});
+      return step == "release_stock" ? "not loaded in the daemon" : "";
+    });
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "order.yaml:6: workflow order v1, step reserve: compensate: not loaded in the "
+                 "daemon");
+  }
+  EXPECT_EQ(asked.count({"order", "reserve_stock"}), 1U);
+  EXPECT_EQ(asked.count({"order", "charge_payment"}), 1U);
 }
 
 TEST(Duration, ParsesEveryUnit) {
@@ -586,7 +610,7 @@ TEST(DefinitionLoader, LoadsTheShippedExamples) {
   const std::set<std::string> plugin_steps{"reserve_stock", "charge_payment", "await_payment",
                                            "ship",          "release_stock",  "refund_payment",
                                            "noop",          "noop_wait"};
-  EXPECT_NO_THROW(ValidateSteps(set, [&](const std::string& s) { return plugin_steps.count(s); }));
+  EXPECT_NO_THROW(ValidateSteps(set, Knowing(plugin_steps)));
 }
 
 TEST(FinalizeDefinition, ValidatesDefinitionsBuiltInCode) {

@@ -135,8 +135,9 @@ class WorkerTest : public StoreTest {
     StoreTest::SetUp();
     if (HasFatalFailure()) return;
     definitions_ = DefinitionSet(LoadDefinitionsFromString(kWorkflows, "worker_pgtest.yaml"));
-    ValidateSteps(definitions_,
-                  [](const std::string& step) { return Plugins().Find(step) != nullptr; });
+    ValidateSteps(definitions_, [](const std::string&, const std::string& step) {
+      return Plugins().Find(step) ? "" : "unknown plugin step " + step;
+    });
   }
 
   void TearDown() override {

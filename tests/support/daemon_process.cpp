@@ -168,6 +168,9 @@ std::string DaemonConfigYaml(const DaemonOptions& o) {
     << "plugins:\n"
     << "  directories: " << FlowList(o.plugin_directories) << "\n"
     << "  isolation: " << o.isolation << "\n"
+    << (o.isolation_by_workflow.empty()
+            ? ""
+            : "  isolation_by_workflow: " + o.isolation_by_workflow + "\n")
     << "  memory_limit: " << o.memory_limit << "\n"
     << "workflows:\n"
     << "  paths: " << FlowList(o.workflow_paths) << "\n"

@@ -56,8 +56,10 @@ struct DaemonOptions {
   std::string log_level = "info";
   std::string log_format = "text";
   std::string isolation = "process";  // plugins.isolation
-  std::string memory_limit = "0";     // plugins.memory_limit
-  int crash_limit = 3;                // maintenance.crash_limit
+  // plugins.isolation_by_workflow as a YAML flow mapping; "" leaves it unset.
+  std::string isolation_by_workflow;
+  std::string memory_limit = "0";  // plugins.memory_limit
+  int crash_limit = 3;             // maintenance.crash_limit
   // HTTP addresses ("127.0.0.1:<port>"); "" disables (the default, so that
   // daemons of parallel tests never compete for a port).
   std::string metrics_listen;
