@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # The sanitizer and fuzzing runs (CONTRIBUTING.md, "Sanitizers and fuzzing").
-# Each mode configures a build folder of its own, builds only the targets it
-# runs, and exits non-zero when anything fails:
-#   address  build-asan/: ASan + UBSan; every unit test (ctest -L unit, but
-#            the packaging scripts) and a fast subset of the PostgreSQL tests:
-#            the store's (^Store) and daemon end-to-end tests that start real
-#            daemons, whose steps run in step processes (`cairn step-host`)
-#            that load the plugins with dlopen.
-#   thread   build-tsan/: TSan; the same tests. Slower: not part of CI.
-#   fuzz     build-fuzz/ (clang): each libFuzzer target of tests/fuzz for a
+# Each mode builds only the targets it runs and exits non-zero when anything
+# fails:
+#   address  build-sanitize/ (clang, ASan + UBSan): every unit test (ctest -L
+#            unit, but the packaging scripts) and a fast subset of the
+#            PostgreSQL tests: the store's (^Store) and daemon end-to-end
+#            tests that start real daemons, whose steps run in step processes
+#            (`cairn step-host`) that load the plugins with dlopen.
+#   fuzz     build-sanitize/ too: each libFuzzer target of tests/fuzz for a
 #            bounded time, starting from its committed seed corpus
-#            (tests/fuzz/corpus/<target>/).
+#            (tests/fuzz/corpus/<target>/). Sharing the folder (configured
+#            with CAIRN_FUZZ=ON, whose coverage instrumentation the tests
+#            ignore) compiles cairn's libraries once for both modes.
+#   thread   build-tsan/: TSan; the address mode's tests. Slower: not part
+#            of CI.
 # Every process a test starts (daemons, step processes) writes its sanitizer
 # reports to <build>/sanitizer-reports/; any report fails the run, even one
 # from a step process whose crash the daemon survived.
@@ -18,8 +21,8 @@
 # Knobs: CAIRN_FUZZ_SECONDS per fuzz target (15), CAIRN_FUZZ_TARGETS (all,
 # space-separated), CAIRN_TEST_JOBS (2), CAIRN_BUILD_JOBS (nproc), and any
 # extra arguments go to ctest instead of the default test selection (e.g.
-# scripts/sanitize.sh address -R '^Config'). scripts/test.sh runs the fuzz mode
-# (unless CAIRN_FUZZ_STAGE=0), and the address mode with CAIRN_SANITIZE_STAGE=1.
+# scripts/sanitize.sh address -R '^Config'). scripts/test.sh runs the fuzz
+# mode and then the address mode (unless CAIRN_SANITIZE_STAGE=0).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -79,11 +82,26 @@ run_tests() {
   return $failed
 }
 
-sanitizer_run() {
-  local sanitizer=$1 build_dir=$2
-  shift 2
-  echo "==> configure $build_dir (CAIRN_SANITIZE=$sanitizer)"
-  cmake -S . -B "$build_dir" -DCAIRN_SANITIZE="$sanitizer" -DBUILD_TESTING=ON \
+# The clang build folder the address and fuzz modes share.
+shared_build_dir=build-sanitize
+configure_shared() {
+  echo "==> configure $shared_build_dir (clang, CAIRN_FUZZ=ON: ASan + UBSan)"
+  cmake -S . -B "$shared_build_dir" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DCAIRN_FUZZ=ON -DBUILD_TESTING=ON "${sanitizer_build_flags[@]}" >/dev/null
+}
+
+address_run() {
+  configure_shared
+  echo "==> build"
+  cmake --build "$shared_build_dir" --parallel "$build_jobs" \
+    --target cairn_unit_tests "${pg_targets[@]}"
+  run_tests "$shared_build_dir" "$@"
+}
+
+thread_run() {
+  local build_dir=build-tsan
+  echo "==> configure $build_dir (CAIRN_SANITIZE=thread)"
+  cmake -S . -B "$build_dir" -DCAIRN_SANITIZE=thread -DBUILD_TESTING=ON \
     "${sanitizer_build_flags[@]}" >/dev/null
   echo "==> build"
   cmake --build "$build_dir" --parallel "$build_jobs" --target cairn_unit_tests "${pg_targets[@]}"
@@ -91,10 +109,8 @@ sanitizer_run() {
 }
 
 fuzz_run() {
-  local build_dir=build-fuzz
-  echo "==> configure $build_dir (clang, CAIRN_FUZZ=ON)"
-  cmake -S . -B "$build_dir" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-    -DCAIRN_FUZZ=ON -DBUILD_TESTING=OFF "${sanitizer_build_flags[@]}" >/dev/null
+  local build_dir=$shared_build_dir
+  configure_shared
   local targets
   if [ -n "${CAIRN_FUZZ_TARGETS:-}" ]; then
     read -r -a targets <<<"$CAIRN_FUZZ_TARGETS"
@@ -128,8 +144,8 @@ fuzz_run() {
 }
 
 case $mode in
-  address) sanitizer_run address build-asan "$@" ;;
-  thread) sanitizer_run thread build-tsan "$@" ;;
+  address) address_run "$@" ;;
+  thread) thread_run "$@" ;;
   fuzz) fuzz_run ;;
   *)
     echo "usage: scripts/sanitize.sh address|thread|fuzz [ctest arguments]" >&2

@@ -11,17 +11,16 @@
 # some 20 minutes on two cores, more than CI's budget leaves; CONTRIBUTING.md
 # asks for it on the files a change touches, before committing.
 #
-# After the tests, the "fuzz" stage of scripts/sanitize.sh runs each
-# libFuzzer target for CAIRN_FUZZ_SECONDS (10 s here) in build-fuzz/ (clang,
-# ASan + UBSan). The "address" stage (the unit tests and a fast subset of the
-# PostgreSQL tests under ASan + UBSan, build-asan/) runs only with
-# CAIRN_SANITIZE_STAGE=1: its build from scratch takes longer than CI's
-# 30 minutes leave on two cores. Either failing fails the run.
+# After the tests, two stages of scripts/sanitize.sh share one clang build
+# folder (build-sanitize/, ASan + UBSan), so cairn's libraries compile once
+# for both: "fuzz" runs each libFuzzer target for CAIRN_FUZZ_SECONDS (10 s
+# here), then "address" runs the unit tests and a fast subset of the
+# PostgreSQL tests. Either failing fails the run.
 #
 # Knobs: CAIRN_BUILD_DIR (build), CAIRN_BUILD_TYPE (RelWithDebInfo),
 # CAIRN_TEST_JOBS (2), CAIRN_TEST_TIMEOUT seconds per test (600),
-# CAIRN_TIDY=1 adds clang-tidy over every source, CAIRN_SANITIZE_STAGE=1 the
-# ASan + UBSan stage, CAIRN_FUZZ_STAGE=0 skips the fuzz stage, and any extra
+# CAIRN_TIDY=1 adds clang-tidy over every source, CAIRN_SANITIZE_STAGE=0 skips
+# the ASan + UBSan stage, CAIRN_FUZZ_STAGE=0 the fuzz stage, and any extra
 # arguments are passed to the main ctest run (e.g. scripts/test.sh -L unit).
 set -euo pipefail
 
@@ -58,14 +57,16 @@ echo "==> test (-j$test_jobs)"
 ctest --test-dir "$build_dir" --output-on-failure --no-tests=error \
   --parallel "$test_jobs" --timeout "$test_timeout" "$@" || failed+=(tests)
 
-if [ "${CAIRN_SANITIZE_STAGE:-0}" = 1 ]; then
-  echo "==> sanitizers: ASan + UBSan (scripts/sanitize.sh address)"
-  bash scripts/sanitize.sh address || failed+=(sanitizers)
-fi
-
+# Fuzzing first: the address stage then reuses the libraries it compiled
+# (both build in build-sanitize/).
 if [ "${CAIRN_FUZZ_STAGE:-1}" != 0 ]; then
   echo "==> fuzzing (scripts/sanitize.sh fuzz)"
   CAIRN_FUZZ_SECONDS=${CAIRN_FUZZ_SECONDS:-10} bash scripts/sanitize.sh fuzz || failed+=(fuzz)
+fi
+
+if [ "${CAIRN_SANITIZE_STAGE:-1}" != 0 ]; then
+  echo "==> sanitizers: ASan + UBSan (scripts/sanitize.sh address)"
+  bash scripts/sanitize.sh address || failed+=(sanitizers)
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then
