@@ -211,6 +211,10 @@ Executor::StepResult Executor::RunForwardStep(Run& run, const WorkflowDefinition
   if (past_deadline) {
     // The run was due after its deadline and claimed before the sweeper
     // failed it: it fails as the sweeper would have, with nothing run.
+    spdlog::warn(
+        "run {} workflow {} step {}: claimed after its deadline of {}; failing it "
+        "without running the step (code deadline_exceeded)",
+        run.id, workflow.name, cursor, run.deadline_at.value_or("?"));
     return CommitAlone(run, with_resume(PlanRunFailure(run, cursor, run.attempt,
                                                        DeadlineOutcome(run), options_.lease)));
   }
@@ -270,6 +274,10 @@ Executor::StepResult Executor::Adopt(Run& run, const StepPlan& plan, CommittedPl
   run.compensations = plan.checkpoint.compensations;
   run.final_status = plan.checkpoint.final_status;
   leases_.Update(run.id, run.version);
+  if (committed.checkpoint.ended_with) {
+    spdlog::warn("run {}: the checkpoint landed but ended the run ({}), now {}", run.id,
+                 *committed.checkpoint.ended_with, ToString(run.status));
+  }
   StepResult result;
   result.outcome = StepOutcomeLabel(plan.events);
   result.end =

@@ -127,6 +127,9 @@ struct Checkpoint {
 struct CheckpointResult {
   int64_t version = 0;
   RunStatus status = RunStatus::kRunning;  // kCancelled when a cancel won
+  // Set when the checkpoint landed but ended the run instead of carrying it
+  // forward: the failure's code ("deadline_exceeded", "history_limit").
+  std::optional<std::string> ended_with;
 };
 
 struct RunEvent {

@@ -57,7 +57,7 @@ CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& c, const std::vector<R
     if (current.empty()) throw NotFoundError("run " + c.run_id + " does not exist");
     throw OccConflictError(c.run_id, c.expected_version, current[0][0].as<int64_t>());
   }
-  return {rows[0][0].as<int64_t>(), ParseRunStatus(rows[0][1].c_str())};
+  return {rows[0][0].as<int64_t>(), ParseRunStatus(rows[0][1].c_str()), OptionalText(rows[0][3])};
 }
 
 CancelResult CancelRun(Tx& tx, const std::string& run_id, const std::string& reason) {

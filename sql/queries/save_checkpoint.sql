@@ -89,5 +89,6 @@ RETURNING r.version, r.status, c.over, c.code, r.error
 SELECT u.version, u.status,
        {schema}.append_events(CASE WHEN u.over
          THEN $13::jsonb || {schema}.failure_events($1::uuid, $4, $6, u.code, u.error, $14::jsonb)
-         ELSE $13::jsonb END)
+         ELSE $13::jsonb END),
+       u.code
 FROM updated u

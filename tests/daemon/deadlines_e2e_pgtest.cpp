@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -94,11 +95,13 @@ TEST_F(Deadlines, AWaitingRunFailsAtTheWorkflowsDeadlineAndCompensates) {
   ExpectNotFailedEarly(id);
   EXPECT_EQ(Journal(id), "a undo_a");
   EXPECT_EQ(Lifecycle(id),
-            "step_committed(a) waiting(wait) failed(after) compensating(after) "
-            "compensated(undo_a) compensations_done(undo_a)");
+            "step_committed(a) step_committed(wait) waiting(wait) failed(after) "
+            "compensating(after) compensated(undo_a) compensations_done(undo_a)");
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.wait_records WHERE run_id = '" + id +
                    "' AND status = 'CANCELLED'"),
             1);
+
+  EXPECT_THAT(daemon->Log(), HasSubstr("passed while it was not running"));
 
   auto late = Cli({"signal", "go:" + id, "--payload", "{}"});
   EXPECT_THAT(late.out + late.err, HasSubstr("cancelled")) << late.exit_code;
@@ -125,6 +128,25 @@ TEST_F(Deadlines, ASleepingRunFailsAtTheStartsDeadlineAndCompensates) {
   Stop(*daemon);
 }
 
+// A run that becomes due after its deadline passed, with no sweeper pass in
+// between, fails when a worker claims it, without running the step.
+TEST_F(Deadlines, ARunClaimedAfterItsDeadlineFailsWithoutRunningItsStep) {
+  DaemonOptions options = Options(2);
+  options.reaper_interval = "1h";  // one pass at start, before the run exists
+  auto daemon = std::make_unique<DaemonProcess>(options);
+  ASSERT_TRUE(daemon->StartAndWaitReady()) << daemon->Log();
+  const std::string id = StartWithDeadline("dl_sleep", "1 second", Input({{"sleep_ms", 2000}}));
+  ASSERT_TRUE(WaitForStatus(id, "failed")) << Lifecycle(id) << daemon->Log();
+  ExpectFailedAtItsDeadline(id);
+  ExpectNotFailedEarly(id);
+  EXPECT_EQ(Journal(id), "a undo_a") << "the step after the sleep never ran";
+  EXPECT_EQ(Lifecycle(id),
+            "step_committed(a) step_committed(nap) sleeping(nap) failed(after) "
+            "compensating(after) compensated(undo_a) compensations_done(undo_a)");
+  EXPECT_THAT(daemon->Log(), HasSubstr("claimed after its deadline")) << "not the sweeper's doing";
+  Stop(*daemon);
+}
+
 // A run whose step backs off before its next attempt fails at its deadline.
 TEST_F(Deadlines, ARunBackingOffFailsAtItsDeadlineAndCompensates) {
   auto daemon = StartDaemon(2);
@@ -147,6 +169,7 @@ TEST_F(Deadlines, ARunningRunFailsAtItsNextCheckpointWithoutCommittingAnotherSte
   ExpectFailedAtItsDeadline(id);
   EXPECT_EQ(Journal(id), "a undo_b undo_a");
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.writes"), 1) << "b's checkpoint landed";
+  EXPECT_THAT(daemon->Log(), HasSubstr("ended the run (deadline_exceeded)"));
   EXPECT_EQ(Lifecycle(id),
             "step_committed(a) step_committed(b) failed(c) compensating(c) "
             "compensated(undo_b) compensated(undo_a) compensations_done(undo_a)");

@@ -36,8 +36,7 @@ class StoreDeadlines : public StoreTest {
     return RunColumn(id, "deadline_at - created_at");
   }
 
-  cairn::Run CreateRunWithDeadline(const std::string& deadline_at,
-                                   const std::string& run_at = "") {
+  cairn::Run CreateRunWithDeadline(const std::string& deadline_at, const std::string& run_at = "") {
     NewRun run = MakeRun("wf");
     run.deadline_at = deadline_at;
     if (!run_at.empty()) run.run_at = run_at;
@@ -94,9 +93,9 @@ TEST_F(StoreDeadlines, StartRunKeepsItsOldCallsAndFixesTheDeadlineInDatabaseTime
   EXPECT_EQ(DeadlineAfterStart(Sql("SELECT {s}.start_run('wf_deadline', p_deadline => '5m')")),
             "00:05:00");
   // A delayed start's deadline counts from when it is due.
-  const std::string delayed = Sql(
-      "SELECT {s}.start_run('wf', p_run_at => now() + interval '1 hour', "
-      "p_deadline => '10 minutes')");
+  const std::string delayed =
+      Sql("SELECT {s}.start_run('wf', p_run_at => now() + interval '1 hour', "
+          "p_deadline => '10 minutes')");
   EXPECT_EQ(RunColumn(delayed, "deadline_at - run_at"), "00:10:00");
 
   // The store's StartRun passes it through.
@@ -106,7 +105,8 @@ TEST_F(StoreDeadlines, StartRunKeepsItsOldCallsAndFixesTheDeadlineInDatabaseTime
   const std::string started =
       conn().Transact([&](store::Tx& tx) { return store::StartRun(tx, request); });
   EXPECT_EQ(DeadlineAfterStart(started), "00:01:30");
-  const cairn::Run run = *conn().Transact([&](store::Tx& tx) { return store::GetRun(tx, started); });
+  const cairn::Run run =
+      *conn().Transact([&](store::Tx& tx) { return store::GetRun(tx, started); });
   EXPECT_TRUE(run.deadline_at.has_value());
 }
 
@@ -157,7 +157,8 @@ TEST_F(StoreDeadlines, ExpireDeadlinesFailsReadyAndWaitingRunsPastTheirDeadlineO
   ASSERT_EQ(failed.size(), 2u);
   EXPECT_EQ(RunColumn(sleeping.id, "status"), "failed");
   EXPECT_EQ(RunColumn(sleeping.id, "finished_at IS NOT NULL"), "t");
-  EXPECT_THAT(RunColumn(sleeping.id, "error"), HasSubstr("the run passed its deadline of 2000-01-01"));
+  EXPECT_THAT(RunColumn(sleeping.id, "error"),
+              HasSubstr("the run passed its deadline of 2000-01-01"));
   EXPECT_EQ(FailedEvents(sleeping.id, "deadline_exceeded"), 1);
 
   EXPECT_EQ(RunColumn(waiting.id, "status"), "compensating");
