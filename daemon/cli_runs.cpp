@@ -75,6 +75,7 @@ Json RunToJson(const Run& run) {
       {"lease_owner", optional(run.lease_owner)},
       {"lease_expires_at", optional(run.lease_expires_at)},
       {"parent_run_id", optional(run.parent_run_id)},
+      {"deadline_at", optional(run.deadline_at)},
       {"cancel_reason", optional(run.cancel_reason)},
       {"compensations", run.compensations},
       {"final_status", run.final_status ? Json(std::string(ToString(*run.final_status))) : Json()},
@@ -124,6 +125,20 @@ RunArguments ParseWithRun(const std::string& command, const std::vector<std::str
   return parsed;
 }
 
+// --deadline: a duration longer than 0, checked before anything is started.
+std::chrono::milliseconds ParseRunDeadline(const std::string& text) {
+  std::chrono::milliseconds deadline{};
+  try {
+    deadline = ParseDuration(text);
+  } catch (const InvalidArgumentError& e) {
+    throw InvalidArgumentError(std::string("--deadline: ") + e.what());
+  }
+  if (deadline <= std::chrono::milliseconds::zero()) {
+    throw InvalidArgumentError("--deadline: must be longer than 0, got \"" + text + "\"");
+  }
+  return deadline;
+}
+
 store::Connection Connect(const po::variables_map& vm, const std::string& command) {
   return store::Connection(DatabaseOptions(vm, "cairn " + command));
 }
@@ -142,9 +157,12 @@ po::options_description StartOptions() {
       "start at this time (timestamp with time zone)")(
       "in", po::value<std::string>()->value_name("DURATION"),
       "start after this long (e.g. 30s, 5m)")(
-      "namespace", po::value<std::string>()->value_name("NAME")->default_value("default"),
-      "namespace")("definition-version", po::value<int>()->value_name("N"),
-                   "pin a definition version (default: newest)");
+      "deadline", po::value<std::string>()->value_name("DURATION"),
+      "fail the run if it has not finished this long after it is due (e.g. 30m); default: the "
+      "workflow's deadline")("namespace",
+                             po::value<std::string>()->value_name("NAME")->default_value("default"),
+                             "namespace")("definition-version", po::value<int>()->value_name("N"),
+                                          "pin a definition version (default: newest)");
   options.add(ConnectionOptions());
   return options;
 }
@@ -166,6 +184,7 @@ int RunStart(const std::vector<std::string>& args) {
   request.namespace_name = vm["namespace"].as<std::string>();
   if (vm.count("definition-version")) request.version = vm["definition-version"].as<int>();
   if (vm.count("at") && vm.count("in")) throw InvalidArgumentError("give --at or --in, not both");
+  if (vm.count("deadline")) request.deadline = ParseRunDeadline(vm["deadline"].as<std::string>());
   auto connection = Connect(vm, "start");
   std::string id = connection.Transact([&](store::Tx& tx) {
     if (vm.count("in"))
@@ -405,7 +424,7 @@ int RunSignal(const std::vector<std::string>& args) {
       return kExitExpired;
     case store::SignalOutcome::kCancelled:
       std::cerr << "cairn signal: the wait on " << Printable(key)
-                << " was cancelled with its run; nothing changed\n";
+                << " was cancelled when its run ended; nothing changed\n";
       return kExitConflict;
     case store::SignalOutcome::kStored:
       std::cerr << "cairn signal: no wait with key " << Printable(key)

@@ -40,6 +40,7 @@ void ValidateDefinition(const WorkflowDefinition& d, const FailFn& fail) {
   CheckName(fail, "name", d.name);
   if (d.version < 1) fail("version", "must be an integer >= 1");
   CheckName(fail, "queue", d.queue);
+  if (d.deadline && *d.deadline <= milliseconds::zero()) fail("deadline", "must be longer than 0");
   if (d.steps.empty()) fail("steps", "must list at least one step");
   if (d.steps.size() > kMaxSteps) {
     fail("steps", "has " + std::to_string(d.steps.size()) + " steps, more than the limit of " +
@@ -172,7 +173,7 @@ StepDefinition ParseStep(const YAML::Node& node, const std::string& source, cons
 
 WorkflowDefinition ParseWorkflow(const YAML::Node& node, const std::string& source,
                                  const std::string& path) {
-  yaml::CheckMap(node, source, path, {"name", "version", "queue", "steps"});
+  yaml::CheckMap(node, source, path, {"name", "version", "queue", "deadline", "steps"});
   LineMap lines;
   lines.Record(path, node);
   WorkflowDefinition d;
@@ -182,6 +183,9 @@ WorkflowDefinition ParseWorkflow(const YAML::Node& node, const std::string& sour
                                              yaml::Join(path, "version"), 1, INT_MAX));
   if (auto v = Get(node, "queue", path, lines); v.IsDefined()) {
     d.queue = yaml::ReadString(v, source, yaml::Join(path, "queue"), false);
+  }
+  if (auto v = Get(node, "deadline", path, lines); v.IsDefined()) {
+    d.deadline = yaml::ReadDuration(v, source, yaml::Join(path, "deadline"));
   }
   const YAML::Node steps = Require(node, "steps", source, path, lines);
   const std::string steps_path = yaml::Join(path, "steps");
@@ -341,7 +345,10 @@ nlohmann::json ToJson(const WorkflowDefinition& d) {
           {"non_retryable", r.non_retryable}}},
     });
   }
-  return {{"name", d.name}, {"version", d.version}, {"queue", d.queue}, {"steps", steps}};
+  nlohmann::json j = {
+      {"name", d.name}, {"version", d.version}, {"queue", d.queue}, {"steps", steps}};
+  if (d.deadline) j["deadline_ms"] = d.deadline->count();
+  return j;
 }
 
 std::string ComputeHash(const WorkflowDefinition& definition) {
@@ -376,12 +383,15 @@ void FinalizeDefinition(WorkflowDefinition& definition) {
 }
 
 WorkflowDefinition DefinitionFromJson(const nlohmann::json& j, const std::string& source) {
-  CheckJsonKeys(j, source, "", {"name", "version", "queue", "steps"});
+  CheckJsonKeys(j, source, "", {"name", "version", "queue", "deadline_ms", "steps"});
   WorkflowDefinition d;
   d.source = source;
   d.name = JsonGet<std::string>(j, "name", source, "");
   d.version = JsonGet<int>(j, "version", source, "");
   d.queue = JsonGet<std::string>(j, "queue", source, "");
+  if (j.contains("deadline_ms")) {
+    d.deadline = milliseconds(JsonGet<int64_t>(j, "deadline_ms", source, ""));
+  }
   const auto steps = JsonGet<nlohmann::json>(j, "steps", source, "");
   if (!steps.is_array()) throw ConfigError(source, 0, "steps", "must be an array");
   for (std::size_t i = 0; i < steps.size(); ++i) {

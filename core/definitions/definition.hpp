@@ -61,6 +61,10 @@ struct WorkflowDefinition {
   std::string name;
   int version = 1;
   std::string queue = "default";
+  // How long a run may take in all, from when it is due: past it the run
+  // fails with code "deadline_exceeded" whatever it is doing. Absent: no
+  // deadline, unless the start gives one.
+  std::optional<std::chrono::milliseconds> deadline;
   std::vector<StepDefinition> steps;
   std::string hash;    // hex SHA-256 of ToJson(*this).dump(); set by the loaders
   std::string source;  // "file:line" where it was declared; not hashed
@@ -81,6 +85,8 @@ bool IsValidDefinitionName(std::string_view name);
 
 // The canonical form: keys sorted, durations in ms, every field that changes
 // behaviour and nothing else (no hash, no source). Stored in the database.
+// An optional key is left out when absent (deadline_ms), so a definition
+// without it keeps the hash it had before the key existed.
 nlohmann::json ToJson(const WorkflowDefinition& definition);
 // The inverse of ToJson, validated; the hash is recomputed and source is
 // set to `source`. Throws InvalidArgumentError.

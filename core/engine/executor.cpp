@@ -27,6 +27,12 @@ StepOutcome TimeoutOutcome(const StepDefinition& step) {
       true);
 }
 
+// Words as the database's deadline_error() writes them.
+StepOutcome DeadlineOutcome(const Run& run) {
+  return FailureOutcome("deadline_exceeded",
+                        "the run passed its deadline of " + run.deadline_at.value_or("?"), false);
+}
+
 }  // namespace
 
 // What a commit wrote: the checkpoint, and the signal that was already in the
@@ -148,14 +154,14 @@ ExecutionEnd Executor::Execute(Run claimed, const std::atomic<bool>& stopping) {
       const std::string& run_id;
       ~Drop() { leases.Drop(run_id); }
     } drop{leases_, claimed.id};
-    return ExecuteLocked(fresh->run, std::move(fresh->resume), stopping);
+    return ExecuteLocked(fresh->run, std::move(fresh->resume), fresh->past_deadline, stopping);
   } catch (const std::exception& e) {
     spdlog::error("run {}: {}", claimed.id, e.what());
     return ExecutionEnd::kLost;
   }
 }
 
-ExecutionEnd Executor::ExecuteLocked(Run& run, std::optional<Resume> resume,
+ExecutionEnd Executor::ExecuteLocked(Run& run, std::optional<Resume> resume, bool past_deadline,
                                      const std::atomic<bool>& stopping) {
   const WorkflowDefinition* workflow = definitions_.FindByHash(run.definition_hash);
   if (!workflow) {
@@ -173,8 +179,12 @@ ExecutionEnd Executor::ExecuteLocked(Run& run, std::optional<Resume> resume,
     const auto step_started = std::chrono::steady_clock::now();
     std::string step_name;
     // An unwinding run's waits were cancelled or expired: it resumes from none.
-    StepResult result = run.final_status ? RunCompensation(run, *workflow, step_name)
-                                         : RunForwardStep(run, *workflow, resume, step_name);
+    // Past the claim, the deadline is the checkpoint's to enforce: one that
+    // commits after it ends the run (save_checkpoint).
+    StepResult result = run.final_status
+                            ? RunCompensation(run, *workflow, step_name)
+                            : RunForwardStep(run, *workflow, resume, past_deadline, step_name);
+    past_deadline = false;
     resume = std::move(result.resume);
     if (options_.metrics) {
       options_.metrics->StepEnded(workflow->name, step_name, result.outcome,
@@ -187,7 +197,7 @@ ExecutionEnd Executor::ExecuteLocked(Run& run, std::optional<Resume> resume,
 
 Executor::StepResult Executor::RunForwardStep(Run& run, const WorkflowDefinition& workflow,
                                               const std::optional<Resume>& resume,
-                                              std::string& step_name) {
+                                              bool past_deadline, std::string& step_name) {
   const std::string cursor = run.cursor.value_or(workflow.FirstStep());
   step_name = cursor;
   // The signal's payload joins the context now; it commits with this step,
@@ -198,6 +208,16 @@ Executor::StepResult Executor::RunForwardStep(Run& run, const WorkflowDefinition
     if (resumption) AttachResume(plan, *resumption);
     return plan;
   };
+  if (past_deadline) {
+    // The run was due after its deadline and claimed before the sweeper
+    // failed it: it fails as the sweeper would have, with nothing run.
+    spdlog::warn(
+        "run {} workflow {} step {}: claimed after its deadline of {}; failing it "
+        "without running the step (code deadline_exceeded)",
+        run.id, workflow.name, cursor, run.deadline_at.value_or("?"));
+    return CommitAlone(run, with_resume(PlanRunFailure(run, cursor, run.attempt,
+                                                       DeadlineOutcome(run), options_.lease)));
+  }
   const StepDefinition* step = workflow.FindStep(cursor);
   if (!step) {
     // Cannot happen for a run pinned to its definition; fail it visibly.
@@ -254,6 +274,10 @@ Executor::StepResult Executor::Adopt(Run& run, const StepPlan& plan, CommittedPl
   run.compensations = plan.checkpoint.compensations;
   run.final_status = plan.checkpoint.final_status;
   leases_.Update(run.id, run.version);
+  if (committed.checkpoint.ended_with) {
+    spdlog::warn("run {}: the checkpoint landed but ended the run ({}), now {}", run.id,
+                 *committed.checkpoint.ended_with, ToString(run.status));
+  }
   StepResult result;
   result.outcome = StepOutcomeLabel(plan.events);
   result.end =

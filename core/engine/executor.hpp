@@ -62,12 +62,15 @@ class Executor {
   struct CommittedPlan;
   // Turns a step's outcome into what its commit writes.
   using Planner = std::function<StepPlan(const StepOutcome&)>;
-  ExecutionEnd ExecuteLocked(Run& run, std::optional<Resume> resume,
+  // past_deadline: the run was claimed after its deadline passed.
+  ExecutionEnd ExecuteLocked(Run& run, std::optional<Resume> resume, bool past_deadline,
                              const std::atomic<bool>& stopping);
   // The step at the cursor, resuming from `resume` when a signal claimed the
-  // run's wait; step_name receives what ran.
+  // run's wait; step_name receives what ran. A run past its deadline fails
+  // there instead, without running the step.
   StepResult RunForwardStep(Run& run, const WorkflowDefinition& workflow,
-                            const std::optional<Resume>& resume, std::string& step_name);
+                            const std::optional<Resume>& resume, bool past_deadline,
+                            std::string& step_name);
   // The compensation at the top of an unwinding run's stack.
   StepResult RunCompensation(Run& run, const WorkflowDefinition& workflow, std::string& step_name);
   StepResult RunStep(Run& run, const WorkflowDefinition& workflow, const StepDefinition& step,

@@ -42,6 +42,17 @@ ServiceReport Sweeper::Pass(store::Connection& connection) {
   if (expired > 0) spdlog::info("waits: {} expired, their runs took the timeout path", expired);
   report.Add("waits expired", expired);
 
+  const auto past_deadline = connection.Transact(
+      [&](store::Tx& tx) { return store::ExpireDeadlines(tx, options_.batch); });
+  for (const store::DeadlineRun& run : past_deadline) {
+    const ScopedRunLog run_log({run.run_id, run.workflow, run.step.value_or(""), run.attempt});
+    spdlog::warn(
+        "run {} workflow {} step {}: its deadline of {} passed while it was not running; "
+        "the run is now {} (code deadline_exceeded)",
+        run.run_id, run.workflow, run.step.value_or("?"), run.deadline_at, ToString(run.status));
+  }
+  report.Add("deadlines passed", static_cast<int64_t>(past_deadline.size()));
+
   const int64_t dropped =
       connection.Transact([&](store::Tx& tx) { return store::CleanupInbox(tx, options_.batch); });
   if (dropped > 0) spdlog::info("inbox: {} signals nobody waited for were dropped", dropped);

@@ -73,6 +73,9 @@ struct Run {
   std::optional<RunStatus> final_status;
   // A child run: the parent's wait it reports to when it finishes.
   std::optional<std::string> parent_wait_key;
+  // When the whole run must have finished (database time), fixed when it
+  // started; past it the run fails with code "deadline_exceeded".
+  std::optional<std::string> deadline_at;
   std::string created_at;
   std::string updated_at;
   std::optional<std::string> finished_at;
@@ -91,6 +94,7 @@ struct NewRun {
   std::optional<std::string> cursor;  // the first step
   std::optional<std::string> run_at;  // timestamptz text; absent: now
   std::optional<std::string> parent_run_id;
+  std::optional<std::string> deadline_at;  // timestamptz text; absent: none
 };
 
 struct CreateRunResult {
@@ -123,6 +127,9 @@ struct Checkpoint {
 struct CheckpointResult {
   int64_t version = 0;
   RunStatus status = RunStatus::kRunning;  // kCancelled when a cancel won
+  // Set when the checkpoint landed but ended the run instead of carrying it
+  // forward: the failure's code ("deadline_exceeded", "history_limit").
+  std::optional<std::string> ended_with;
 };
 
 struct RunEvent {

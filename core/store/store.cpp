@@ -304,6 +304,7 @@ Run DecodeRun(const pqxx::row& row) {
     run.final_status = ParseRunStatus(row["final_status"].c_str());
   }
   run.parent_wait_key = OptionalText(row["parent_wait_key"]);
+  run.deadline_at = OptionalText(row["deadline_at"]);
   run.created_at = row["created_at"].c_str();
   run.updated_at = row["updated_at"].c_str();
   run.finished_at = OptionalText(row["finished_at"]);

@@ -196,6 +196,19 @@ SignalOutcome Signal(Tx& tx, const std::string& correlation_key, const Json& pay
 // Expires waits whose timeout passed: their runs continue at the step's
 // timeout step, or fail. Returns how many.
 int64_t ExpireWaits(Tx& tx, int limit = 1000);
+// A run the sweeper failed because its deadline passed while it was ready or
+// waiting (code "deadline_exceeded").
+struct DeadlineRun {
+  std::string run_id;
+  std::string workflow;
+  std::optional<std::string> step;
+  int attempt = 0;
+  RunStatus status = RunStatus::kFailed;  // failed, or compensating when it unwinds
+  std::string deadline_at;
+};
+// Fails runs whose deadline passed while no worker held them, cancelling
+// their waits; those with committed compensations unwind first.
+std::vector<DeadlineRun> ExpireDeadlines(Tx& tx, int limit = 1000);
 // Drops inbox signals nobody waited for within their retention.
 int64_t CleanupInbox(Tx& tx, int limit = 1000);
 
@@ -218,6 +231,7 @@ RetryResult RetryRun(Tx& tx, const std::string& run_id);
 struct RunForExecution {
   Run run;
   std::optional<Resume> resume;
+  bool past_deadline = false;  // its deadline has passed, by database time
 };
 std::optional<RunForExecution> LoadRunForExecution(Tx& tx, const std::string& run_id);
 
@@ -256,6 +270,9 @@ struct StartRequest {
   std::optional<std::string> run_at;  // timestamptz text; absent: now
   std::string namespace_name = "default";
   std::optional<int> version;  // absent: the newest registered definition
+  // How long the run may take from when it is due; absent: the definition's
+  // deadline, if it has one.
+  std::optional<std::chrono::milliseconds> deadline;
 };
 // Starts a run through the schema's start_run SQL function (the same path an
 // application uses); returns the run id. NotFoundError for an unknown workflow.

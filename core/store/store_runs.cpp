@@ -30,10 +30,10 @@ std::optional<std::string> StatusName(const std::optional<RunStatus>& status) {
 }  // namespace
 
 CreateRunResult CreateRun(Tx& tx, const NewRun& run) {
-  pqxx::row row =
-      Internal(tx).Exec("create_run", run.namespace_name, run.workflow, run.definition_version,
-                        run.definition_hash, run.key, run.queue, run.priority, run.input.dump(),
-                        run.context.dump(), run.cursor, run.run_at, run.parent_run_id)[0];
+  pqxx::row row = Internal(tx).Exec("create_run", run.namespace_name, run.workflow,
+                                    run.definition_version, run.definition_hash, run.key, run.queue,
+                                    run.priority, run.input.dump(), run.context.dump(), run.cursor,
+                                    run.run_at, run.parent_run_id, run.deadline_at)[0];
   return {DecodeRun(row), row["created"].as<bool>()};
 }
 
@@ -57,7 +57,7 @@ CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& c, const std::vector<R
     if (current.empty()) throw NotFoundError("run " + c.run_id + " does not exist");
     throw OccConflictError(c.run_id, c.expected_version, current[0][0].as<int64_t>());
   }
-  return {rows[0][0].as<int64_t>(), ParseRunStatus(rows[0][1].c_str())};
+  return {rows[0][0].as<int64_t>(), ParseRunStatus(rows[0][1].c_str()), OptionalText(rows[0][3])};
 }
 
 CancelResult CancelRun(Tx& tx, const std::string& run_id, const std::string& reason) {

@@ -1,5 +1,5 @@
-// Store operations for signals, wait expiry, operator retries, and loading a
-// run together with the wait it resumes from.
+// Store operations for signals, wait and deadline expiry, operator retries,
+// and loading a run together with the wait it resumes from.
 #include "identifier.hpp"
 #include "store_internal.hpp"
 
@@ -41,6 +41,21 @@ int64_t ExpireWaits(Tx& tx, int limit) {
   return static_cast<int64_t>(Internal(tx).Exec("expire_waits", limit).size());
 }
 
+std::vector<DeadlineRun> ExpireDeadlines(Tx& tx, int limit) {
+  std::vector<DeadlineRun> failed;
+  for (const auto& row : Internal(tx).Exec("expire_deadlines", limit)) {
+    DeadlineRun run;
+    run.run_id = row["id"].c_str();
+    run.workflow = row["workflow"].c_str();
+    run.step = OptionalText(row["cursor"]);
+    run.attempt = row["attempt"].as<int>();
+    run.status = ParseRunStatus(row["status"].c_str());
+    run.deadline_at = row["deadline_at"].c_str();
+    failed.push_back(std::move(run));
+  }
+  return failed;
+}
+
 int64_t CleanupInbox(Tx& tx, int limit) {
   return static_cast<int64_t>(Internal(tx).Exec("cleanup_inbox", limit).size());
 }
@@ -60,7 +75,7 @@ std::optional<RunForExecution> LoadRunForExecution(Tx& tx, const std::string& ru
   pqxx::result rows = Internal(tx).Exec("load_run_for_execution", run_id);
   if (rows.empty()) return std::nullopt;
   const pqxx::row& row = rows[0];
-  RunForExecution loaded{DecodeRun(row), std::nullopt};
+  RunForExecution loaded{DecodeRun(row), std::nullopt, row["past_deadline"].as<bool>()};
   if (!row["resume_key"].is_null()) {
     Resume resume;
     resume.correlation_key = row["resume_key"].c_str();

@@ -42,8 +42,10 @@ std::string StartingRun(Tx& tx, const char* query, const Params&... params) {
 
 std::string StartRun(Tx& tx, const StartRequest& r) {
   if (r.key) ValidateKey("the run key", *r.key);
+  std::optional<int64_t> deadline_ms;
+  if (r.deadline) deadline_ms = r.deadline->count();
   return StartingRun(tx, "start_run", r.workflow, r.input.dump(), r.key, r.queue, r.priority,
-                     r.run_at, r.namespace_name, r.version);
+                     r.run_at, r.namespace_name, r.version, deadline_ms);
 }
 
 std::string StartChildRun(Tx& tx, const std::string& parent_run_id,

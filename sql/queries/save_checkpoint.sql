@@ -12,7 +12,11 @@
 -- unwinds the run always lands, so a refused run can record its failure. One
 -- past max_transitions_per_run lands but ends the run instead (failed with
 -- code history_limit, unwinding first when it has compensations, its waits
--- cancelled). Plain expressions, not functions: this is the hot path.
+-- cancelled). Likewise one that carries the run forward at or after its
+-- deadline (deadline_at, by statement_timestamp()) lands, so the step that
+-- ran is undone by its compensation like any committed step, but ends the
+-- run: failed with code deadline_exceeded, even a step that completed it.
+-- Plain expressions, not functions: this is the hot path.
 WITH caps AS MATERIALIZED (
   SELECT max(l.value) FILTER (WHERE l.name = 'max_context_bytes') AS context_bytes,
          max(l.value) FILTER (WHERE l.name = 'max_transitions_per_run') AS transitions
@@ -31,12 +35,17 @@ WITH caps AS MATERIALIZED (
                                            octet_length($11::text))
               ELSE true END AS forward,
          r.status = 'cancelled' AS cancelled,
-         (r.transitions >= k.transitions) IS TRUE AS at_limit
+         (r.transitions >= k.transitions) IS TRUE AS at_limit,
+         (r.deadline_at <= statement_timestamp()) IS TRUE AS past_deadline
   FROM {schema}.runs r, caps k
   WHERE r.id = $1::uuid AND r.version = $2
 ), current AS (
-  SELECT c.id, c.forward AND c.at_limit AND NOT c.cancelled AND $5 <> 'completed' AS over
-  FROM checked c
+  SELECT c.id, o.code IS NOT NULL AS over, o.code
+  FROM checked c,
+       LATERAL (SELECT CASE WHEN NOT c.forward OR c.cancelled THEN NULL
+                            WHEN c.past_deadline THEN 'deadline_exceeded'
+                            WHEN c.at_limit AND $5 <> 'completed' THEN 'history_limit'
+                       END AS code) o
 ), updated AS (
 UPDATE {schema}.runs r SET
   context = $3::text::jsonb,
@@ -54,8 +63,10 @@ UPDATE {schema}.runs r SET
                      THEN coalesce($9, r.lease_owner) END,
   lease_expires_at = CASE WHEN r.status <> 'cancelled' AND NOT c.over AND $5 = 'running'
                           THEN statement_timestamp() + $10 * interval '1 millisecond' END,
-  output = coalesce($11::text::jsonb, r.output),
-  error = CASE WHEN c.over THEN {schema}.history_limit_error(r.transitions) ELSE $12 END,
+  output = CASE WHEN c.over THEN r.output ELSE coalesce($11::text::jsonb, r.output) END,
+  error = CASE WHEN c.code = 'deadline_exceeded' THEN {schema}.deadline_error(r.deadline_at)
+               WHEN c.over THEN {schema}.history_limit_error(r.transitions)
+               ELSE $12 END,
   compensations = $14::jsonb,
   final_status = CASE WHEN NOT c.over THEN $15
                       WHEN {schema}.unwinds($14::jsonb) THEN 'failed' END,
@@ -69,7 +80,7 @@ UPDATE {schema}.runs r SET
                      THEN now() END
 FROM current c
 WHERE r.id = c.id AND r.version = $2
-RETURNING r.version, r.status, c.over, r.error
+RETURNING r.version, r.status, c.over, c.code, r.error
 ), stopped_waits AS (
   UPDATE {schema}.wait_records w SET status = 'CANCELLED', finished_at = now()
   FROM updated u
@@ -77,6 +88,7 @@ RETURNING r.version, r.status, c.over, r.error
 )
 SELECT u.version, u.status,
        {schema}.append_events(CASE WHEN u.over
-         THEN $13::jsonb || {schema}.history_limit_events($1::uuid, $4, $6, u.error, $14::jsonb)
-         ELSE $13::jsonb END)
+         THEN $13::jsonb || {schema}.failure_events($1::uuid, $4, $6, u.code, u.error, $14::jsonb)
+         ELSE $13::jsonb END),
+       u.code
 FROM updated u

@@ -204,6 +204,9 @@ TEST(DefinitionLoader, EveryValidationErrorNamesFileLineAndKey) {
       {OneStep("      - run: b\n"),
        "wf.yaml:6: workflows[0].steps[1]: missing required key \"name\""},
       {OneStep("", "    queue: \"\"\n"), "wf.yaml:4: workflows[0].queue: must not be empty"},
+      {OneStep("", "    deadline: 0\n"), "wf.yaml:4: workflows[0].deadline: must be longer than 0"},
+      {OneStep("", "    deadline: soon\n"),
+       "wf.yaml:4: workflows[0].deadline: invalid duration \"soon\""},
       {"workflows:\n  - name: 9lives\n    version: 1\n    steps:\n      - name: a\n",
        "wf.yaml:2: workflows[0].name: must match ^[A-Za-z_][A-Za-z0-9_.-]{0,127}$, got "
        "\"9lives\""},
@@ -385,6 +388,7 @@ TEST(DefinitionHash, ChangesOnEverySemanticChange) {
       [](auto& d) { d.steps[0].retry.multiplier = 2.5; },
       [](auto& d) { d.steps[0].retry.jitter = 0.25; },
       [](auto& d) { d.steps[0].retry.non_retryable.pop_back(); },
+      [](auto& d) { d.deadline = milliseconds(60000); },
   };
   std::set<std::string> hashes{base.hash};
   for (const auto& change : changes) {
@@ -416,6 +420,24 @@ TEST(DefinitionJson, RoundTripsTheCanonicalForm) {
   bad = j;
   bad["extra"] = 1;
   EXPECT_THROW(DefinitionFromJson(bad), ConfigError);
+}
+
+TEST(DefinitionJson, CarriesTheDeadlineOnlyWhenThereIsOne) {
+  const WorkflowDefinition timed =
+      LoadDefinitionsFromString(OneStep("", "    deadline: 1h30m\n"), "wf.yaml")[0];
+  EXPECT_EQ(timed.deadline, std::optional<milliseconds>(milliseconds(90 * 60 * 1000)));
+  const nlohmann::json j = ToJson(timed);
+  EXPECT_EQ(j["deadline_ms"], 90 * 60 * 1000);
+  const WorkflowDefinition back = DefinitionFromJson(j, "db");
+  EXPECT_EQ(back.deadline, timed.deadline);
+  EXPECT_EQ(back.hash, timed.hash);
+
+  // Without one the canonical form has no such key, so definitions written
+  // before deadlines existed keep their hash (and their runs stay pinned).
+  const WorkflowDefinition plain = LoadDefinitionsFromString(OneStep(""), "wf.yaml")[0];
+  EXPECT_FALSE(plain.deadline.has_value());
+  EXPECT_FALSE(ToJson(plain).contains("deadline_ms"));
+  EXPECT_FALSE(DefinitionFromJson(ToJson(plain), "db").deadline.has_value());
 }
 
 TEST(DefinitionSet, FindsLatestExactAndByHash) {

@@ -373,7 +373,7 @@ TEST_F(RoleMigrations, PreCreatedRolesLetAMemberMigrateWithoutCreateRole) {
   EXPECT_EQ(report.schema_version, report.latest_version);
   EXPECT_EQ(Sql("SELECT pg_get_userbyid(proowner) FROM pg_proc WHERE oid = "
                 "'{s}.start_run(text, jsonb, text, text, integer, timestamptz, text, "
-                "integer)'::regprocedure"),
+                "integer, interval)'::regprocedure"),
             schema() + "_owner");
 }
 
