@@ -48,9 +48,7 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
     const double workflows = static_cast<double>(t.runs) / t.seconds;
     const auto& ceiling = pgbench_runs_.at(t.workers * t.slots);
     rows.push_back(
-        {std::string(kThroughputWorkflow) + " throughput",
-         std::to_string(t.workers) + (t.workers == 1 ? " process × " : " processes × ") +
-             std::to_string(t.slots) + (t.slots == 1 ? " slot" : " slots"),
+        {std::string(kThroughputWorkflow) + " throughput", bench::FormatFleet(t.workers, t.slots),
          bench::FormatRate(steps) + " steps/s, " + bench::FormatRate(workflows) + " workflows/s",
          bench::FormatRate(ceiling.tps) + " steps/s", bench::FormatRatio(steps / ceiling.tps),
          bench::FormatCost(t.draining), bench::FormatCost(t.with_start)});
@@ -92,13 +90,12 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
                     bench::FormatMillis(r.p50_ms) + " / " + bench::FormatMillis(r.p99_ms) + " ms",
                     "", "", "", ""});
   }
-  rows.push_back({"idle RSS", "1 process × " + std::to_string(daemon_.slots) + " slots",
+  rows.push_back({"idle RSS", bench::FormatFleet(1, daemon_.slots),
                   bench::FormatMiB(daemon_.rss_bytes) + " + " +
                       bench::FormatMiB(daemon_.step_process_rss_bytes) + " in " +
                       std::to_string(daemon_.step_processes) + " step processes",
                   "", "", "", ""});
-  rows.push_back({"start to READY=1 (sd_notify)",
-                  "1 process × " + std::to_string(daemon_.slots) + " slots",
+  rows.push_back({"start to READY=1 (sd_notify)", bench::FormatFleet(1, daemon_.slots),
                   bench::FormatMillis(daemon_.ready_ms) + " ms", "", "", "", ""});
   out << bench::MarkdownTable({"figure", "condition", "cairn", "pgbench", "cairn / pgbench",
                                "per step or start, draining", "per step, with its start"},

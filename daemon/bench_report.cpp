@@ -88,6 +88,11 @@ std::string FormatRatio(double ratio) {
   return Printf("%.2f", ratio);
 }
 
+std::string FormatFleet(int processes, int slots) {
+  return std::to_string(processes) + (processes == 1 ? " process × " : " processes × ") +
+         std::to_string(slots) + (slots == 1 ? " slot" : " slots");
+}
+
 std::string FormatMillis(double ms) {
   if (ms >= 100) return Printf("%.0f", ms);
   if (ms >= 10) return Printf("%.1f", ms);

@@ -12,9 +12,8 @@
 namespace cairn::cli::benchmark {
 
 Bench::Throughput Bench::MeasureThroughput(int workers, int slots) {
-  const std::string label = kThroughputWorkflow + std::string(", ") + std::to_string(workers) +
-                            (workers == 1 ? " process × " : " processes × ") +
-                            std::to_string(slots) + (slots == 1 ? " slot" : " slots");
+  const std::string label =
+      kThroughputWorkflow + std::string(", ") + bench::FormatFleet(workers, slots);
   progress_.Begin(label);
   const Json tag = {
       {"cairn_bench", "throughput " + std::to_string(workers) + "x" + std::to_string(slots)}};

@@ -28,15 +28,6 @@ std::chrono::milliseconds Jittered(std::chrono::milliseconds base, double jitter
 
 }  // namespace
 
-StepOutcome FailureOutcome(std::string code, std::string message, bool retryable) {
-  StepOutcome outcome;
-  outcome.kind = OutcomeKind::kFail;
-  outcome.retryable = retryable;
-  outcome.error_code = std::move(code);
-  outcome.error_message = std::move(message);
-  return outcome;
-}
-
 Json MergeContext(const Json& context, const Json& updates, const Run& run, const std::string& step,
                   int attempt, std::vector<RunEvent>& events) {
   Json merged = context.is_object() ? context : Json::object();

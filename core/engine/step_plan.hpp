@@ -73,10 +73,6 @@ StepPlan PlanCompensation(const Run& run, const StepDefinition& compensated,
 // run and checkpoint version.
 std::string ChildWaitKey(const Run& run);
 
-// A failure outcome for problems found by cairn rather than reported by the
-// step (timeout, refused SQL, unknown jump target).
-StepOutcome FailureOutcome(std::string code, std::string message, bool retryable);
-
 // `context` with `updates` merged in (a null value removes the field).
 // Appends one "context" event per field whose value changed.
 Json MergeContext(const Json& context, const Json& updates, const Run& run, const std::string& step,

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model.hpp"
@@ -43,6 +44,17 @@ struct StepOutcome {
   // when the step fails.
   std::vector<std::pair<std::string, Json>> children;
 };
+
+// A failure outcome for problems found by cairn rather than reported by the
+// step (timeout, crash, refused SQL, unknown jump target).
+inline StepOutcome FailureOutcome(std::string code, std::string message, bool retryable = true) {
+  StepOutcome outcome;
+  outcome.kind = OutcomeKind::kFail;
+  outcome.retryable = retryable;
+  outcome.error_code = std::move(code);
+  outcome.error_message = std::move(message);
+  return outcome;
+}
 
 // Lets a transactional step run parameterized SQL inside the checkpoint's
 // transaction. params is a JSON array; the result is a JSON array of row

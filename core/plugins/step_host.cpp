@@ -38,20 +38,12 @@ class RemoteStepSql : public StepSql {
   int fd_;
 };
 
-StepOutcome Failure(std::string code, std::string message) {
-  StepOutcome outcome;
-  outcome.kind = OutcomeKind::kFail;
-  outcome.retryable = true;
-  outcome.error_code = std::move(code);
-  outcome.error_message = std::move(message);
-  return outcome;
-}
-
 StepOutcome Invoke(int fd, const PluginRegistry& plugins, const Json& request) {
   const std::string step_name = request.at("step").get<std::string>();
   const Json& c = request.at("call");
   std::shared_ptr<Step> step = plugins.Find(step_name);
-  if (!step) return Failure("unknown_step", "plugin step \"" + step_name + "\" is not loaded");
+  if (!step)
+    return FailureOutcome("unknown_step", "plugin step \"" + step_name + "\" is not loaded");
   const Json input = c.at("input");
   const Json context = c.at("context");
   RemoteStepSql sql(fd);
@@ -66,9 +58,9 @@ StepOutcome Invoke(int fd, const PluginRegistry& plugins, const Json& request) {
   try {
     return step->Invoke(call);
   } catch (const std::exception& e) {
-    return Failure("exception", e.what());
+    return FailureOutcome("exception", e.what());
   } catch (...) {
-    return Failure("exception", "the step threw a non-standard exception");
+    return FailureOutcome("exception", "the step threw a non-standard exception");
   }
 }
 

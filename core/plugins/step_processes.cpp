@@ -64,15 +64,6 @@ struct StepProcesses::Process {
 
 namespace {
 
-StepOutcome Failure(std::string code, std::string message) {
-  StepOutcome outcome;
-  outcome.kind = OutcomeKind::kFail;
-  outcome.retryable = true;
-  outcome.error_code = std::move(code);
-  outcome.error_message = std::move(message);
-  return outcome;
-}
-
 std::string FormatMs(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
 // The environment of a step process: the daemon's, without its database
@@ -121,12 +112,12 @@ class ProcessStep final : public Step {
         process->Reap(/*kill_first=*/true);
         process = pool_->Spawn();
         if (!WriteFrame(process->fd, request)) {
-          return Failure("crashed", "step " + step + ": its step process " + process->Reap(true) +
-                                        " before the step started");
+          return FailureOutcome("crashed", "step " + step + ": its step process " +
+                                               process->Reap(true) + " before the step started");
         }
       }
     } catch (const std::exception& e) {
-      return Failure("crashed", "step " + step + ": no step process: " + e.what());
+      return FailureOutcome("crashed", "step " + step + ": no step process: " + e.what());
     }
     std::optional<std::chrono::steady_clock::time_point> deadline;
     if (call.timeout.count() > 0) deadline = std::chrono::steady_clock::now() + call.timeout;
@@ -134,14 +125,15 @@ class ProcessStep final : public Step {
       const ReadResult reply = ReadFrame(process->fd, deadline);
       if (reply.status == ReadStatus::kTimeout) {
         const std::string how = process->Reap(/*kill_first=*/true);
-        return Failure("timeout", "step " + step + " exceeded its timeout of " +
-                                      FormatMs(call.timeout) + "; its step process " + how);
+        return FailureOutcome("timeout", "step " + step + " exceeded its timeout of " +
+                                             FormatMs(call.timeout) + "; its step process " + how);
       }
       if (reply.status != ReadStatus::kMessage) {
         const std::string how = process->Reap(/*kill_first=*/reply.status != ReadStatus::kClosed);
         spdlog::error("run {} workflow {} step {} attempt {}: the step process {}", call.run_id,
                       call.workflow, step, call.attempt, how);
-        return Failure("crashed", "step " + step + " crashed its step process, which " + how);
+        return FailureOutcome("crashed",
+                              "step " + step + " crashed its step process, which " + how);
       }
       const std::string type = reply.message.value("type", "");
       if (type == "sql") {
@@ -155,16 +147,16 @@ class ProcessStep final : public Step {
           outcome = OutcomeFromJson(reply.message.at("outcome"));
         } catch (const std::exception& e) {
           process->Reap(/*kill_first=*/true);
-          return Failure("crashed", "step " + step +
-                                        ": its step process sent a malformed "
-                                        "outcome: " +
-                                        e.what());
+          return FailureOutcome("crashed", "step " + step +
+                                               ": its step process sent a malformed "
+                                               "outcome: " +
+                                               e.what());
         }
         pool_->Release(std::move(process));
         return outcome;
       }
       process->Reap(/*kill_first=*/true);
-      return Failure("crashed", "step " + step + ": its step process sent \"" + type + "\"");
+      return FailureOutcome("crashed", "step " + step + ": its step process sent \"" + type + "\"");
     }
   }
 

@@ -188,23 +188,22 @@ void CheckSessionPooling(const ConnectionOptions& options) {
                       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   bool shared = false;
   try {
-    // Plain statements only: a prepared one is what breaks behind the pooler.
+    // Unnamed statements only: a named prepared one is what breaks behind
+    // the pooler.
     pqxx::connection probe(options.url);
     pqxx::connection other(options.url);
     std::string first_pid;
     {
       pqxx::nontransaction tx(probe);
-      first_pid = tx.exec1("SELECT pg_backend_pid()")[0].c_str();
-      tx.exec1("SELECT set_config('cairn.session_probe', " + tx.quote(token) + ", false)");
+      first_pid = tx.exec_params1(std::string(sql::Query("session_probe_mark")), token)[0].c_str();
     }
     // Another client takes a server connection and keeps it: behind a
     // transaction pooler, the probe's next statement cannot get its old one
     // back if the other took it, and finds no session setting if it did not.
     pqxx::work hold(other);
-    hold.exec1("SELECT pg_backend_pid()");
+    hold.exec_params1(std::string(sql::Query("session_probe_read")));
     pqxx::nontransaction tx(probe);
-    const pqxx::row row =
-        tx.exec1("SELECT pg_backend_pid(), current_setting('cairn.session_probe', true)");
+    const pqxx::row row = tx.exec_params1(std::string(sql::Query("session_probe_read")));
     shared = std::string(row[0].c_str()) != first_pid || row[1].is_null() ||
              std::string(row[1].c_str()) != token;
   } catch (...) {

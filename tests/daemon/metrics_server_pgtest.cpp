@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "daemon_process.hpp"
+#include "http_get.hpp"
 #include "store_fixture.hpp"
 
 namespace cairn::test {
@@ -55,36 +56,6 @@ struct BoundSocket {
   }
 };
 
-struct HttpResult {
-  int status = 0;  // 0: no connection or no answer
-  std::string body;
-};
-
-HttpResult HttpGet(uint16_t port, const std::string& path) {
-  HttpResult result;
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return result;
-  sockaddr_in address = Loopback(port);
-  timeval timeout{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    ::close(fd);
-    return result;
-  }
-  const std::string request = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-  ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-  std::string response;
-  char buffer[8192];
-  ssize_t got;
-  while ((got = ::recv(fd, buffer, sizeof(buffer), 0)) > 0) response.append(buffer, got);
-  ::close(fd);
-  if (response.rfind("HTTP/1.", 0) != 0 || response.size() < 12) return result;
-  result.status = std::stoi(response.substr(9, 3));
-  const auto body = response.find("\r\n\r\n");
-  if (body != std::string::npos) result.body = response.substr(body + 4);
-  return result;
-}
-
 // The value of the series written exactly as `series` (name and labels), or
 // nullopt when the exposition has no such line.
 std::optional<double> Value(const std::string& exposition, const std::string& series) {
@@ -97,11 +68,6 @@ std::optional<double> Value(const std::string& exposition, const std::string& se
     }
   }
   return std::nullopt;
-}
-
-uint16_t FreePort() {
-  BoundSocket probe(false);
-  return probe.port;
 }
 
 std::string Address(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
@@ -143,7 +109,7 @@ class MetricsE2E : public StoreTest {
 };
 
 TEST_F(MetricsE2E, CountersFollowTheRunsAndTheScrapePassesPromtool) {
-  const uint16_t port = FreePort();
+  const uint16_t port = static_cast<uint16_t>(FindFreePort());
   auto daemon = Daemon(Address(port), Address(port));
   ASSERT_TRUE(daemon->StartAndWaitReady()) << daemon->Log();
   ASSERT_TRUE(PollUntil([&] { return HttpGet(port, "/readyz").status == 200; }, 10s))
@@ -247,7 +213,7 @@ TEST_F(MetricsE2E, CountersFollowTheRunsAndTheScrapePassesPromtool) {
 }
 
 TEST_F(MetricsE2E, RunsOfAQueueNoWorkerServesShowInTheBacklogGauges) {
-  const uint16_t port = FreePort();
+  const uint16_t port = static_cast<uint16_t>(FindFreePort());
   auto daemon = Daemon(Address(port), "");
   ASSERT_TRUE(daemon->StartAndWaitReady()) << daemon->Log();
   // Runs of a queue no daemon here serves, one due a minute ago.
@@ -272,7 +238,7 @@ TEST_F(MetricsE2E, RunsOfAQueueNoWorkerServesShowInTheBacklogGauges) {
 }
 
 TEST_F(MetricsE2E, HealthEndpointsWorkWithMetricsDisabledOrOnAPortOfTheirOwn) {
-  const uint16_t health_port = FreePort();
+  const uint16_t health_port = static_cast<uint16_t>(FindFreePort());
   {
     auto daemon = Daemon("", Address(health_port));
     ASSERT_TRUE(daemon->StartAndWaitReady()) << daemon->Log();
@@ -282,7 +248,7 @@ TEST_F(MetricsE2E, HealthEndpointsWorkWithMetricsDisabledOrOnAPortOfTheirOwn) {
     daemon->Terminate();
     EXPECT_EQ(daemon->WaitExit(20s), 0) << daemon->Log();
   }
-  const uint16_t metrics_port = FreePort();
+  const uint16_t metrics_port = static_cast<uint16_t>(FindFreePort());
   auto daemon = Daemon(Address(metrics_port), Address(health_port));
   ASSERT_TRUE(daemon->StartAndWaitReady()) << daemon->Log();
   ASSERT_TRUE(PollUntil([&] { return HttpGet(health_port, "/readyz").status == 200; }, 10s));
@@ -294,7 +260,7 @@ TEST_F(MetricsE2E, HealthEndpointsWorkWithMetricsDisabledOrOnAPortOfTheirOwn) {
 }
 
 TEST_F(MetricsE2E, ReadyzSaysDrainingWhileStepsInFlightFinish) {
-  const uint16_t port = FreePort();
+  const uint16_t port = static_cast<uint16_t>(FindFreePort());
   auto daemon = Daemon("", Address(port));
   ASSERT_TRUE(daemon->StartAndWaitReady()) << daemon->Log();
   Sql("SELECT {s}.start_run('e2e_shutdown', '{\"sleep_ms\": 3000}'::jsonb)");
@@ -315,7 +281,7 @@ TEST_F(MetricsE2E, ReadyzSaysDrainingWhileStepsInFlightFinish) {
 }
 
 TEST_F(MetricsE2E, FiftyIdleConnectionsDoNotDelayHealthz) {
-  const uint16_t port = FreePort();
+  const uint16_t port = static_cast<uint16_t>(FindFreePort());
   auto daemon = Daemon(Address(port), Address(port));
   ASSERT_TRUE(daemon->StartAndWaitReady()) << daemon->Log();
   ASSERT_TRUE(PollUntil([&] { return HttpGet(port, "/healthz").status == 200; }, 10s));

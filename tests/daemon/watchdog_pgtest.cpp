@@ -6,9 +6,7 @@
 // statements and keep coming round; the poller does not. The daemon must
 // report the poller late on /healthz and stop sending WATCHDOG=1, then
 // recover when the lock is released. Workflows: tests/workflows/e2e.yaml.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -20,6 +18,7 @@
 #include <vector>
 
 #include "daemon_process.hpp"
+#include "http_get.hpp"
 #include "pg_session.hpp"
 #include "store_fixture.hpp"
 
@@ -78,55 +77,11 @@ class NotifySocket {
   int fd_ = -1;
 };
 
-struct HttpResult {
-  int status = 0;
-  std::string body;
-};
-
-HttpResult HttpGet(uint16_t port, const std::string& path) {
-  HttpResult result;
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval timeout{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    ::close(fd);
-    return result;
-  }
-  const std::string request = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-  ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-  std::string response;
-  char buffer[8192];
-  ssize_t got;
-  while ((got = ::recv(fd, buffer, sizeof(buffer), 0)) > 0) response.append(buffer, got);
-  ::close(fd);
-  if (response.rfind("HTTP/1.", 0) != 0 || response.size() < 12) return result;
-  result.status = std::stoi(response.substr(9, 3));
-  const auto body = response.find("\r\n\r\n");
-  if (body != std::string::npos) result.body = response.substr(body + 4);
-  return result;
-}
-
-uint16_t FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
 class WatchdogE2E : public StoreTest {};
 
 TEST_F(WatchdogE2E, AWedgedPollerFailsHealthzAndStopsTheWatchdogUntilItComesRoundAgain) {
   NotifySocket notify;
-  const uint16_t port = FreePort();
+  const uint16_t port = static_cast<uint16_t>(FindFreePort());
   DaemonOptions o = BuiltDaemonOptions(url(), schema(), "e2e.yaml", 2);
   o.health_listen = "127.0.0.1:" + std::to_string(port);
   o.health_grace = "300ms";

@@ -8,12 +8,8 @@
 // own (ProcSubset=pid, ProtectProc=invisible) and no memory both writable and
 // executable (MemoryDenyWriteExecute=). systemd cannot run the unit here, so
 // this is how the suite knows the hardening does not break the daemon.
-#include <arpa/inet.h>
-#include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +22,7 @@
 #include <vector>
 
 #include "daemon_fixture.hpp"
+#include "http_get.hpp"
 
 namespace cairn::test {
 namespace {
@@ -79,39 +76,6 @@ std::set<std::string> Expand(const std::vector<std::string>& entries) {
   return calls;
 }
 
-uint16_t FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
-// The status line of GET path on 127.0.0.1:port, "" when nothing answers.
-std::string StatusLine(uint16_t port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval timeout{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  std::string response;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
-    const std::string request = "GET " + path + " HTTP/1.0\r\n\r\n";
-    ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-    char buffer[4096];
-    ssize_t got;
-    while ((got = ::recv(fd, buffer, sizeof(buffer), 0)) > 0) response.append(buffer, got);
-  }
-  ::close(fd);
-  return response.substr(0, response.find("\r\n"));
-}
-
 class UnitSandbox : public DaemonTest {
  protected:
   UnitSandbox() : DaemonTest("config/workflows/example.yaml") {}
@@ -131,7 +95,7 @@ TEST_F(UnitSandbox, TheDaemonUsesNothingTheUnitTakesAway) {
   const std::string unit = ReadFile(SourceDir() + "/systemd/cairn.service");
   TempDir dir("cairn-sandbox");
   const std::string trace = dir.path() + "/trace";
-  const uint16_t port = FreePort();
+  const uint16_t port = static_cast<uint16_t>(FindFreePort());
   // The daemon as the unit would run it, traced; CAIRN_METRICS_LISTEN turns
   // the metrics listener on (the harness's config leaves it off).
   const std::string wrapper = dir.Write(
@@ -163,7 +127,7 @@ TEST_F(UnitSandbox, TheDaemonUsesNothingTheUnitTakesAway) {
   ASSERT_EQ(Cli({"signal", "payment:S-2"}).exit_code, 0);
   ASSERT_TRUE(WaitForStatus(first, "completed", std::chrono::seconds(60))) << daemon.Log();
   ASSERT_TRUE(WaitForStatus(second, "failed", std::chrono::seconds(60))) << daemon.Log();
-  EXPECT_THAT(StatusLine(port, "/metrics"), ::testing::StartsWith("HTTP/1.1 200"))
+  EXPECT_EQ(HttpGet(port, "/metrics").status, 200)
       << "CAIRN_METRICS_LISTEN=127.0.0.1:" << port << " did not serve /metrics\n"
       << daemon.Log();
   ASSERT_EQ(::kill(cairn, SIGHUP), 0);
