@@ -41,7 +41,9 @@ class PluginStep final : public Step {
     ctx.plugin = &plugin_;
     ctx.step = &step;
 
-    cairn_result result = CAIRN_OK;
+    // An int, not a cairn_result: a C plugin may return any int, and in C++
+    // an enum value outside CAIRN_OK..CAIRN_ERROR is undefined behaviour.
+    int result = CAIRN_OK;
     bool escaped = false;
     try {
       result = invoke_(user_data_, &c, &ctx);
@@ -86,7 +88,7 @@ class PluginStep final : public Step {
     } else {
       fail(false, "plugin_error",
            "step '" + name_ + "' of plugin '" + plugin_ + "' returned an unknown result " +
-               std::to_string(static_cast<int>(result)));
+               std::to_string(result));
     }
     return outcome;
   }
