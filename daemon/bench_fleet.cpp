@@ -160,7 +160,7 @@ std::vector<std::string> Bench::StartRuns(const char* workflow, const Json& tag,
     if (i % 100 == 0) CheckInterrupted();
     // One start per transaction, as an application starts them.
     ids.push_back(admin_->connection().Autocommit(
-        [&](store::Tx& tx) { return store::StartRun(tx, request); }));
+        [&](store::Tx& tx) { return store::StartRun(tx, request).id; }));
   }
   return ids;
 }

@@ -61,6 +61,7 @@ Json RunToJson(const Run& run) {
       {"definition_version", run.definition_version},
       {"definition_hash", run.definition_hash},
       {"key", optional(run.key)},
+      {"key_scope", run.key ? Json(std::string(ToString(run.key_scope))) : Json(nullptr)},
       {"queue", run.queue},
       {"priority", run.priority},
       {"status", std::string(ToString(run.status))},
@@ -149,8 +150,12 @@ po::options_description StartOptions() {
   po::options_description options("options");
   options.add_options()("input", po::value<std::string>()->value_name("JSON")->default_value("{}"),
                         "run input, a JSON object; @FILE reads it from a file, - from standard "
-                        "input")("key", po::value<std::string>()->value_name("KEY"),
-                                 "idempotency key: a second start returns the same run")(
+                        "input")(
+      "key", po::value<std::string>()->value_name("KEY"),
+      "start key: a start with a key that is taken returns the run that holds it")(
+      "key-scope", po::value<std::string>()->value_name("SCOPE"),
+      "how long the key holds: forever (one run ever) or unfinished (one unfinished run at a "
+      "time); default: the workflow's key_scope, else forever")(
       "queue", po::value<std::string>()->value_name("QUEUE"), "queue (default: the workflow's)")(
       "priority", po::value<int>()->value_name("N")->default_value(0), "higher runs first")(
       "at", po::value<std::string>()->value_name("TIME"),
@@ -162,7 +167,8 @@ po::options_description StartOptions() {
       "workflow's deadline")("namespace",
                              po::value<std::string>()->value_name("NAME")->default_value("default"),
                              "namespace")("definition-version", po::value<int>()->value_name("N"),
-                                          "pin a definition version (default: newest)");
+                                          "pin a definition version (default: newest)")(
+      "json", "print one JSON object: {id, created}");
   options.add(ConnectionOptions());
   return options;
 }
@@ -179,6 +185,15 @@ int RunStart(const std::vector<std::string>& args) {
     request.key = vm["key"].as<std::string>();
     ValidateKey("--key", *request.key);
   }
+  if (vm.count("key-scope")) {
+    const std::string scope = vm["key-scope"].as<std::string>();
+    request.key_scope = ParseKeyScope(scope);
+    if (!request.key_scope) {
+      throw InvalidArgumentError("--key-scope must be forever or unfinished, got \"" + scope +
+                                 "\"");
+    }
+    if (!request.key) throw InvalidArgumentError("--key-scope needs --key");
+  }
   if (vm.count("queue")) request.queue = vm["queue"].as<std::string>();
   request.priority = vm["priority"].as<int>();
   request.namespace_name = vm["namespace"].as<std::string>();
@@ -186,13 +201,22 @@ int RunStart(const std::vector<std::string>& args) {
   if (vm.count("at") && vm.count("in")) throw InvalidArgumentError("give --at or --in, not both");
   if (vm.count("deadline")) request.deadline = ParseRunDeadline(vm["deadline"].as<std::string>());
   auto connection = Connect(vm, "start");
-  std::string id = connection.Transact([&](store::Tx& tx) {
+  const store::StartedRun started = connection.Transact([&](store::Tx& tx) {
     if (vm.count("in"))
       request.run_at = store::DatabaseNowPlus(tx, ParseDuration(vm["in"].as<std::string>()));
     if (vm.count("at")) request.run_at = vm["at"].as<std::string>();
     return store::StartRun(tx, request);
   });
-  std::cout << id << "\n";
+  if (vm.count("json")) {
+    std::cout << Json{{"id", started.id}, {"created", started.created}}.dump() << "\n";
+    return kExitOk;
+  }
+  std::cout << started.id << "\n";
+  if (!started.created) {
+    // Not an error: a start key exists so that a repeated start is harmless.
+    std::cerr << "cairn start: key " << Printable(*request.key) << " is held by run " << started.id
+              << "; no new run started\n";
+  }
   return kExitOk;
 }
 

@@ -173,7 +173,8 @@ StepDefinition ParseStep(const YAML::Node& node, const std::string& source, cons
 
 WorkflowDefinition ParseWorkflow(const YAML::Node& node, const std::string& source,
                                  const std::string& path) {
-  yaml::CheckMap(node, source, path, {"name", "version", "queue", "deadline", "steps"});
+  yaml::CheckMap(node, source, path,
+                 {"name", "version", "queue", "deadline", "key_scope", "steps"});
   LineMap lines;
   lines.Record(path, node);
   WorkflowDefinition d;
@@ -186,6 +187,14 @@ WorkflowDefinition ParseWorkflow(const YAML::Node& node, const std::string& sour
   }
   if (auto v = Get(node, "deadline", path, lines); v.IsDefined()) {
     d.deadline = yaml::ReadDuration(v, source, yaml::Join(path, "deadline"));
+  }
+  if (auto v = Get(node, "key_scope", path, lines); v.IsDefined()) {
+    const std::string scope = yaml::ReadString(v, source, yaml::Join(path, "key_scope"), false);
+    d.key_scope = ParseKeyScope(scope);
+    if (!d.key_scope) {
+      yaml::Fail(source, v, yaml::Join(path, "key_scope"),
+                 "must be forever or unfinished, got " + Quoted(scope));
+    }
   }
   const YAML::Node steps = Require(node, "steps", source, path, lines);
   const std::string steps_path = yaml::Join(path, "steps");
@@ -348,6 +357,7 @@ nlohmann::json ToJson(const WorkflowDefinition& d) {
   nlohmann::json j = {
       {"name", d.name}, {"version", d.version}, {"queue", d.queue}, {"steps", steps}};
   if (d.deadline) j["deadline_ms"] = d.deadline->count();
+  if (d.key_scope) j["key_scope"] = ToString(*d.key_scope);
   return j;
 }
 
@@ -383,7 +393,7 @@ void FinalizeDefinition(WorkflowDefinition& definition) {
 }
 
 WorkflowDefinition DefinitionFromJson(const nlohmann::json& j, const std::string& source) {
-  CheckJsonKeys(j, source, "", {"name", "version", "queue", "deadline_ms", "steps"});
+  CheckJsonKeys(j, source, "", {"name", "version", "queue", "deadline_ms", "key_scope", "steps"});
   WorkflowDefinition d;
   d.source = source;
   d.name = JsonGet<std::string>(j, "name", source, "");
@@ -391,6 +401,14 @@ WorkflowDefinition DefinitionFromJson(const nlohmann::json& j, const std::string
   d.queue = JsonGet<std::string>(j, "queue", source, "");
   if (j.contains("deadline_ms")) {
     d.deadline = milliseconds(JsonGet<int64_t>(j, "deadline_ms", source, ""));
+  }
+  if (j.contains("key_scope")) {
+    const auto scope = JsonGet<std::string>(j, "key_scope", source, "");
+    d.key_scope = ParseKeyScope(scope);
+    if (!d.key_scope) {
+      throw ConfigError(source, 0, "key_scope",
+                        "must be forever or unfinished, got " + Quoted(scope));
+    }
   }
   const auto steps = JsonGet<nlohmann::json>(j, "steps", source, "");
   if (!steps.is_array()) throw ConfigError(source, 0, "steps", "must be an array");

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "duration.hpp"
+#include "model.hpp"
 #include "yaml_input.hpp"
 
 namespace cairn {
@@ -65,6 +66,9 @@ struct WorkflowDefinition {
   // fails with code "deadline_exceeded" whatever it is doing. Absent: no
   // deadline, unless the start gives one.
   std::optional<std::chrono::milliseconds> deadline;
+  // How long a start key holds (KeyScope). Absent: forever, unless the
+  // start says otherwise.
+  std::optional<KeyScope> key_scope;
   std::vector<StepDefinition> steps;
   std::string hash;    // hex SHA-256 of ToJson(*this).dump(); set by the loaders
   std::string source;  // "file:line" where it was declared; not hashed
@@ -85,7 +89,7 @@ bool IsValidDefinitionName(std::string_view name);
 
 // The canonical form: keys sorted, durations in ms, every field that changes
 // behaviour and nothing else (no hash, no source). Stored in the database.
-// An optional key is left out when absent (deadline_ms), so a definition
+// An optional key is left out when absent (deadline_ms, key_scope), so a definition
 // without it keeps the hash it had before the key existed.
 nlohmann::json ToJson(const WorkflowDefinition& definition);
 // The inverse of ToJson, validated; the hash is recomputed and source is

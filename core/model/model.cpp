@@ -47,6 +47,16 @@ const char* ToString(ErrorKind kind) {
   return "unknown";
 }
 
+std::string_view ToString(KeyScope scope) {
+  return scope == KeyScope::kForever ? "forever" : "unfinished";
+}
+
+std::optional<KeyScope> ParseKeyScope(std::string_view name) {
+  if (name == "forever") return KeyScope::kForever;
+  if (name == "unfinished") return KeyScope::kUnfinished;
+  return std::nullopt;
+}
+
 std::string_view ToString(RunStatus status) {
   for (const auto& [value, name] : kRunStatusNames) {
     if (value == status) return name;

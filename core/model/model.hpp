@@ -42,6 +42,13 @@ std::string_view ToString(RunStatus status);
 RunStatus ParseRunStatus(std::string_view name);
 bool IsFinished(RunStatus status);
 
+// How long a run's start key holds: kForever, a key names one run ever;
+// kUnfinished, one unfinished run at a time (once it has finished, the key
+// starts a new run).
+enum class KeyScope { kForever, kUnfinished };
+std::string_view ToString(KeyScope scope);                     // "forever" | "unfinished"
+std::optional<KeyScope> ParseKeyScope(std::string_view name);  // nullopt: unknown
+
 struct Run {
   std::string id;
   std::string namespace_name;
@@ -49,6 +56,7 @@ struct Run {
   int definition_version = 0;
   std::string definition_hash;
   std::optional<std::string> key;
+  KeyScope key_scope = KeyScope::kForever;
   std::string queue;
   int priority = 0;
   Json input = Json::object();
@@ -86,7 +94,8 @@ struct NewRun {
   std::string workflow;
   int definition_version = 1;
   std::string definition_hash;
-  std::optional<std::string> key;  // idempotency key, unique per namespace and workflow
+  std::optional<std::string> key;  // start key, unique per namespace and workflow in its scope
+  KeyScope key_scope = KeyScope::kForever;
   std::string queue = "default";
   int priority = 0;
   Json input = Json::object();
@@ -99,7 +108,7 @@ struct NewRun {
 
 struct CreateRunResult {
   Run run;
-  bool created = false;  // false: a run with this key already existed and is returned
+  bool created = false;  // false: the run that holds this key is returned
 };
 
 // The state a step commits. The store bumps the version; a cancelled run

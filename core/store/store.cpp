@@ -283,6 +283,7 @@ Run DecodeRun(const pqxx::row& row) {
   run.definition_version = row["definition_version"].as<int>();
   run.definition_hash = row["definition_hash"].c_str();
   run.key = OptionalText(row["run_key"]);
+  run.key_scope = ParseKeyScope(row["key_scope"].c_str()).value_or(KeyScope::kForever);
   run.queue = row["queue"].c_str();
   run.priority = row["priority"].as<int>();
   run.input = JsonField(row["input"]);

@@ -273,10 +273,17 @@ struct StartRequest {
   // How long the run may take from when it is due; absent: the definition's
   // deadline, if it has one.
   std::optional<std::chrono::milliseconds> deadline;
+  // How long the key holds; absent: the definition's key_scope, else forever.
+  std::optional<KeyScope> key_scope;
 };
-// Starts a run through the schema's start_run SQL function (the same path an
-// application uses); returns the run id. NotFoundError for an unknown workflow.
-std::string StartRun(Tx& tx, const StartRequest& request);
+struct StartedRun {
+  std::string id;
+  bool created = true;  // false: the run that holds the key
+};
+// Starts a run through the schema's start_run_outcome SQL function (the path
+// an application uses), or finds the run that holds its key. NotFoundError
+// for an unknown workflow.
+StartedRun StartRun(Tx& tx, const StartRequest& request);
 // Starts a child run of the newest registered definition of `workflow`; with
 // parent_wait_key it reports to that wait of the parent when it finishes.
 // Returns its id. NotFoundError for an unknown workflow.

@@ -30,10 +30,10 @@ std::optional<std::string> StatusName(const std::optional<RunStatus>& status) {
 }  // namespace
 
 CreateRunResult CreateRun(Tx& tx, const NewRun& run) {
-  pqxx::row row = Internal(tx).Exec("create_run", run.namespace_name, run.workflow,
-                                    run.definition_version, run.definition_hash, run.key, run.queue,
-                                    run.priority, run.input.dump(), run.context.dump(), run.cursor,
-                                    run.run_at, run.parent_run_id, run.deadline_at)[0];
+  pqxx::row row = Internal(tx).Exec(
+      "create_run", run.namespace_name, run.workflow, run.definition_version, run.definition_hash,
+      run.key, run.queue, run.priority, run.input.dump(), run.context.dump(), run.cursor,
+      run.run_at, run.parent_run_id, run.deadline_at, std::string(ToString(run.key_scope)))[0];
   return {DecodeRun(row), row["created"].as<bool>()};
 }
 

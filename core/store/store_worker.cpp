@@ -29,9 +29,9 @@ namespace {
 
 // Runs a statement that starts a run; an unknown workflow is NotFoundError.
 template <typename... Params>
-std::string StartingRun(Tx& tx, const char* query, const Params&... params) {
+pqxx::row StartingRun(Tx& tx, const char* query, const Params&... params) {
   try {
-    return Internal(tx).Exec(query, params...)[0][0].c_str();
+    return Internal(tx).Exec(query, params...)[0];
   } catch (const DatabaseError& e) {
     if (e.sqlstate() == "P0002") throw NotFoundError(e.what());
     throw;
@@ -40,18 +40,24 @@ std::string StartingRun(Tx& tx, const char* query, const Params&... params) {
 
 }  // namespace
 
-std::string StartRun(Tx& tx, const StartRequest& r) {
+StartedRun StartRun(Tx& tx, const StartRequest& r) {
   if (r.key) ValidateKey("the run key", *r.key);
   std::optional<int64_t> deadline_ms;
   if (r.deadline) deadline_ms = r.deadline->count();
-  return StartingRun(tx, "start_run", r.workflow, r.input.dump(), r.key, r.queue, r.priority,
-                     r.run_at, r.namespace_name, r.version, deadline_ms);
+  std::optional<std::string> key_scope;
+  if (r.key_scope) key_scope = std::string(ToString(*r.key_scope));
+  const pqxx::row row =
+      StartingRun(tx, "start_run", r.workflow, r.input.dump(), r.key, r.queue, r.priority, r.run_at,
+                  r.namespace_name, r.version, deadline_ms, key_scope);
+  return {row["run_id"].c_str(), row["created"].as<bool>()};
 }
 
 std::string StartChildRun(Tx& tx, const std::string& parent_run_id,
                           const std::optional<std::string>& parent_wait_key,
                           const std::string& workflow, const Json& input) {
-  return StartingRun(tx, "start_child_run", parent_run_id, parent_wait_key, workflow, input.dump());
+  return StartingRun(tx, "start_child_run", parent_run_id, parent_wait_key, workflow,
+                     input.dump())[0]
+      .c_str();
 }
 
 std::unordered_map<RunStatus, int64_t> CountRuns(Tx& tx) {

@@ -229,6 +229,48 @@ TEST_F(DaemonErrors, StartWithTheSameKeyTwicePrintsTheSameId) {
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE run_key = 'order-42'"), 1);
   // The first start's input stands.
   EXPECT_EQ(Sql("SELECT input->>'n' FROM {s}.runs WHERE run_key = 'order-42'"), "1");
+  // The second says on stderr that no run was started; --json says which.
+  EXPECT_TRUE(first.err.empty()) << first.err;
+  EXPECT_NE(second.err.find("key order-42 is held by run"), std::string::npos) << second.err;
+  auto json = Cli({"start", "cli_wf", "--key", "order-42", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const Json reported = Json::parse(json.out);
+  EXPECT_EQ(reported["id"].get<std::string>() + "\n", first.out);
+  EXPECT_EQ(reported["created"], false);
+}
+
+TEST_F(DaemonErrors, AnUnfinishedKeyScopeStartsANewRunOnceTheLastOneFinished) {
+  RegisterWorkflow("cli_wf");
+  const std::vector<std::string> start = {"start",       "cli_wf",     "--key", "tenant-7",
+                                          "--key-scope", "unfinished", "--json"};
+  auto first = Cli(start);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(Json::parse(first.out)["created"], true);
+  auto held = Cli(start);
+  ASSERT_EQ(held.exit_code, 0) << held.err;
+  EXPECT_EQ(Json::parse(held.out)["created"], false);
+  EXPECT_EQ(Json::parse(held.out)["id"], Json::parse(first.out)["id"]);
+  Sql("UPDATE {s}.runs SET status = 'completed', finished_at = now() WHERE run_key = 'tenant-7'");
+  auto next = Cli(start);
+  ASSERT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_EQ(Json::parse(next.out)["created"], true);
+  EXPECT_NE(Json::parse(next.out)["id"], Json::parse(first.out)["id"]);
+  auto shown = Cli({"show", Json::parse(next.out)["id"].get<std::string>(), "--json"});
+  EXPECT_EQ(Json::parse(shown.out)["key_scope"], "unfinished") << shown.out;
+}
+
+TEST_F(DaemonErrors, ABadKeyScopeExitsTwoAndStartsNothing) {
+  RegisterWorkflow("cli_wf");
+  const std::string before = RunsSnapshot();
+  auto unknown = Cli({"start", "cli_wf", "--key", "k", "--key-scope", "sometimes"});
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.err;
+  EXPECT_NE(unknown.err.find("--key-scope must be forever or unfinished, got \"sometimes\""),
+            std::string::npos)
+      << unknown.err;
+  auto keyless = Cli({"start", "cli_wf", "--key-scope", "unfinished"});
+  EXPECT_EQ(keyless.exit_code, 2) << keyless.err;
+  EXPECT_NE(keyless.err.find("--key-scope needs --key"), std::string::npos) << keyless.err;
+  EXPECT_EQ(RunsSnapshot(), before);
 }
 
 }  // namespace

@@ -176,7 +176,7 @@ class WorkerTest : public StoreTest {
     request.input = std::move(input);
     request.priority = priority;
     request.run_at = std::move(run_at);
-    return conn().Transact([&](store::Tx& tx) { return store::StartRun(tx, request); });
+    return conn().Transact([&](store::Tx& tx) { return store::StartRun(tx, request).id; });
   }
 
   cairn::Run GetRun(const std::string& run_id) {
@@ -447,7 +447,7 @@ TEST_F(WorkerTest, HigherPriorityRunsFirst) {
       store::StartRequest request;
       request.workflow = "one";
       request.priority = priority;
-      return store::StartRun(tx, request);
+      return store::StartRun(tx, request).id;
     };
     low = start(0);
     high = start(10);

@@ -103,7 +103,7 @@ TEST_F(StoreDeadlines, StartRunKeepsItsOldCallsAndFixesTheDeadlineInDatabaseTime
   request.workflow = "wf";
   request.deadline = 90s;
   const std::string started =
-      conn().Transact([&](store::Tx& tx) { return store::StartRun(tx, request); });
+      conn().Transact([&](store::Tx& tx) { return store::StartRun(tx, request).id; });
   EXPECT_EQ(DeadlineAfterStart(started), "00:01:30");
   const cairn::Run run =
       *conn().Transact([&](store::Tx& tx) { return store::GetRun(tx, started); });

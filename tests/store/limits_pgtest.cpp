@@ -46,7 +46,7 @@ class Limits : public StoreTest {
   }
 
   std::string Start(const store::StartRequest& request) {
-    return conn().Transact([&](store::Tx& tx) { return store::StartRun(tx, request); });
+    return conn().Transact([&](store::Tx& tx) { return store::StartRun(tx, request).id; });
   }
 
   DatabaseError StartError(const store::StartRequest& request) {

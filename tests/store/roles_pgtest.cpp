@@ -143,6 +143,10 @@ const RoleCase kRoleCases[] = {
     {"start a run", "SELECT {s}.start_run('wf', '{\"a\": 2}'::jsonb)", true, true, true, false},
     {"start a run with a key", "SELECT {s}.start_run('wf', '{}'::jsonb, 'order-2')", true, true,
      true, false},
+    {"start a run and learn whether it is new",
+     "SELECT * FROM {s}.start_run_outcome('wf', '{}'::jsonb, 'order-3', p_key_scope => "
+     "'unfinished')",
+     true, true, true, false},
     {"signal", "SELECT {s}.signal('payment:1', '{\"ok\": true}'::jsonb)", true, true, true, false},
     {"cancel a run", "SELECT * FROM {s}.cancel_run('{run}', 'test')", true, true, true, false},
     {"retry a run", "SELECT * FROM {s}.retry_run('{failed}')", true, true, true, false},
@@ -232,8 +236,8 @@ TEST_F(RolesTest, TheApplicationCannotForgeAnEventOrCompleteARun) {
 TEST_F(RolesTest, ApiFunctionsRunAsTheOwnerWithAPinnedSearchPath) {
   const std::string pinned =
       Sql("SELECT 'search_path=pg_catalog, ' || quote_ident('" + schema() + "') || ', pg_temp'");
-  for (const char* name :
-       {"start_run", "signal", "cancel_run", "retry_run", "delete_finished_runs"}) {
+  for (const char* name : {"start_run", "start_run_outcome", "signal", "cancel_run", "retry_run",
+                           "delete_finished_runs"}) {
     EXPECT_EQ(
         Sql(std::string("SELECT string_agg(p.prosecdef::text || ' ' || "
                         "pg_get_userbyid(p.proowner) || ' ' || array_to_string(p.proconfig, "
@@ -256,12 +260,12 @@ TEST_F(RolesTest, NoFunctionOfTheSchemaIsCallableByPublic) {
                 "CROSS JOIN LATERAL aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a "
                 "WHERE p.pronamespace = '{s}'::regnamespace AND a.grantee = 0"),
             "");
-  // The application may call the four API functions and nothing else.
+  // The application may call the API functions and nothing else.
   EXPECT_EQ(Sql("SELECT string_agg(DISTINCT p.proname, ', ' ORDER BY p.proname) FROM pg_proc p "
                 "WHERE p.pronamespace = '{s}'::regnamespace "
                 "AND has_function_privilege('" +
                 app_ + "', p.oid, 'EXECUTE')"),
-            "cancel_run, retry_run, signal, start_run");
+            "cancel_run, retry_run, signal, start_run, start_run_outcome");
 }
 
 TEST_F(RolesTest, EveryObjectBelongsToTheOwnerRole) {
@@ -373,7 +377,7 @@ TEST_F(RoleMigrations, PreCreatedRolesLetAMemberMigrateWithoutCreateRole) {
   EXPECT_EQ(report.schema_version, report.latest_version);
   EXPECT_EQ(Sql("SELECT pg_get_userbyid(proowner) FROM pg_proc WHERE oid = "
                 "'{s}.start_run(text, jsonb, text, text, integer, timestamptz, text, "
-                "integer, interval)'::regprocedure"),
+                "integer, interval, text)'::regprocedure"),
             schema() + "_owner");
 }
 
