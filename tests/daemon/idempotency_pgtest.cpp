@@ -1,5 +1,9 @@
-// The idempotency store end to end: the operator's `cairn idempotency show`
-// against the harness's PostgreSQL.
+// The idempotency store end to end: real `cairn run` daemons whose steps make
+// an effect outside the database (a line appended to a file) with ctx.once,
+// in step processes and on threads, while daemons race on the same keys or
+// are killed with kill -9 between the effect and the checkpoint; and the
+// operator's `cairn idempotency show`. Workflows: tests/workflows/e2e.yaml
+// (e2e_once, e2e_once_tx).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -69,6 +73,131 @@ class IdempotencyE2E : public StoreTest {
   std::string effects_ = dir_.path() + "/effects";
 };
 
+// Two daemons, one running steps in step processes and one on threads, race
+// 40 runs over 5 keys: each key's effect happens once, by the run that
+// claimed it; every run ends with that run's stored result; the others
+// retried while the key was in progress.
+TEST_F(IdempotencyE2E, TwoDaemonsRacingOnTheSameKeysMakeEachEffectOnce) {
+  auto a = std::make_unique<DaemonProcess>(Options("process"));
+  auto b = std::make_unique<DaemonProcess>(Options("thread"));
+  ASSERT_TRUE(a->StartAndWaitReady()) << a->Log();
+  ASSERT_TRUE(b->StartAndWaitReady()) << b->Log();
+  constexpr int kRuns = 40;
+  constexpr int kKeys = 5;
+  std::vector<std::string> runs;
+  for (int i = 0; i < kRuns; ++i) {
+    runs.push_back(StartRun(i % 2 == 0 ? "e2e_once" : "e2e_once_tx",
+                            {{"key", "charge-" + std::to_string(i % kKeys)},
+                             {"effects_file", effects_},
+                             {"effect_ms", 200}}));
+  }
+  ASSERT_TRUE(PollUntil([&] { return CountRuns("completed") == kRuns; }, 90s, 100ms))
+      << StatusSummary();
+  a->Terminate();
+  b->Terminate();
+  EXPECT_EQ(a->WaitExit(20s), 0);
+  EXPECT_EQ(b->WaitExit(20s), 0);
+
+  const auto effects = Effects();
+  ASSERT_EQ(effects.size(), static_cast<size_t>(kKeys));
+  std::map<std::string, std::string> maker;  // key -> run that made its effect
+  for (const auto& effect : effects) {
+    ASSERT_EQ(effect.size(), 4U);
+    EXPECT_EQ(effect[3], "clean");
+    EXPECT_TRUE(maker.emplace(effect[0], effect[1]).second) << effect[0] << " made twice";
+  }
+  for (int i = 0; i < kRuns; ++i) {
+    SCOPED_TRACE(runs[i]);
+    const std::string key = "charge-" + std::to_string(i % kKeys);
+    const Json once = Context(runs[i]).at("once");
+    EXPECT_EQ(once.at("result").at("charged_by"), maker[key]);
+    EXPECT_EQ(once.at("made_effect").get<bool>(), maker[key] == runs[i]);
+  }
+  // Runs wait for a key in progress by failing the attempt and retrying.
+  EXPECT_GT(SqlInt("SELECT count(*) FROM {s}.run_events WHERE kind = 'retried'"), 0);
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.idempotency_keys WHERE namespace = 'default'"
+                   " AND status = 'completed' AND claims = 1"),
+            kKeys);
+}
+
+// kill -9 after the effect and after its key completed, before the step's
+// checkpoint: the run is taken over, its retry finds the key completed and
+// carries on with the stored result, without making the effect again. Under
+// both isolations.
+TEST_F(IdempotencyE2E, KillNineAfterTheEffectLeavesARetryThatSeesCompleted) {
+  for (const std::string isolation : {"process", "thread"}) {
+    SCOPED_TRACE(isolation);
+    const std::string key = "charge-" + isolation;
+    auto victim = std::make_unique<DaemonProcess>(Options(isolation, 1));
+    ASSERT_TRUE(victim->StartAndWaitReady()) << victim->Log();
+    const std::string run = StartRun(
+        "e2e_once", {{"key", key}, {"effects_file", effects_}, {"hang_after_effect", true}});
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          return SqlInt("SELECT count(*) FROM {s}.idempotency_keys WHERE key = '" + key +
+                        "' AND status = 'completed'") == 1;
+        },
+        20s, 20ms))
+        << victim->Log();
+    victim->Kill();
+    ASSERT_EQ(victim->WaitExit(10s), 128 + SIGKILL);
+    ASSERT_EQ(
+        Sql("SELECT status || ' ' || coalesce(cursor, '') FROM {s}.runs WHERE id = '" + run + "'"),
+        "running charge");
+
+    auto rescuer = std::make_unique<DaemonProcess>(Options(isolation, 1));
+    ASSERT_TRUE(rescuer->StartAndWaitReady()) << rescuer->Log();
+    ASSERT_TRUE(PollUntil(
+        [&] { return Sql("SELECT status FROM {s}.runs WHERE id = '" + run + "'") == "completed"; },
+        30s, 50ms))
+        << StatusSummary() << rescuer->Log();
+    rescuer->Terminate();
+    EXPECT_EQ(rescuer->WaitExit(20s), 0);
+
+    const Json once = Context(run).at("once");
+    EXPECT_EQ(once.at("result"), (Json{{"charged_by", run}, {"key", key}}));
+    EXPECT_FALSE(once.at("made_effect").get<bool>());  // the retry saw "completed"
+    int made = 0;
+    for (const auto& effect : Effects()) made += effect.at(0) == key ? 1 : 0;
+    EXPECT_EQ(made, 1);
+    EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + run +
+                     "' AND kind = 'lease_expired'"),
+              1);
+  }
+}
+
+// kill -9 after the effect but before its key completed: the effect is in
+// doubt. The run's retry takes its own claim back at once (the run is the
+// owner on every attempt) and is told so; the effect is made again, marked
+// in doubt: at least once, never silently.
+TEST_F(IdempotencyE2E, KillNineBeforeTheKeyCompletedLeavesARetryInDoubt) {
+  auto victim = std::make_unique<DaemonProcess>(Options("process", 1));
+  ASSERT_TRUE(victim->StartAndWaitReady()) << victim->Log();
+  const std::string run = StartRun(
+      "e2e_once", {{"key", "charge-doubt"}, {"effects_file", effects_}, {"hang_in_effect", true}});
+  ASSERT_TRUE(PollUntil([&] { return Effects().size() == 1; }, 20s, 20ms)) << victim->Log();
+  victim->Kill();
+  ASSERT_EQ(victim->WaitExit(10s), 128 + SIGKILL);
+  EXPECT_EQ(Sql("SELECT status || ' ' || owner FROM {s}.idempotency_keys"),
+            "in_progress run:" + run);
+
+  auto rescuer = std::make_unique<DaemonProcess>(Options("process", 1));
+  ASSERT_TRUE(rescuer->StartAndWaitReady()) << rescuer->Log();
+  ASSERT_TRUE(PollUntil(
+      [&] { return Sql("SELECT status FROM {s}.runs WHERE id = '" + run + "'") == "completed"; },
+      30s, 50ms))
+      << StatusSummary() << rescuer->Log();
+  rescuer->Terminate();
+  EXPECT_EQ(rescuer->WaitExit(20s), 0);
+
+  const auto effects = Effects();
+  ASSERT_EQ(effects.size(), 2U);
+  EXPECT_EQ(effects[0].at(3), "clean");
+  EXPECT_EQ(effects[1].at(3), "in_doubt");
+  EXPECT_TRUE(Context(run).at("once").at("in_doubt").get<bool>());
+  EXPECT_EQ(Sql("SELECT status || ' ' || claims FROM {s}.idempotency_keys"), "completed 2");
+}
+
 // `cairn idempotency show`: a key's record for people and as JSON, in its
 // namespace; an unknown key is not found (exit 3) and says so.
 TEST_F(IdempotencyE2E, ShowPrintsAKeysRecordAndAnUnknownKeyIsNotFound) {
@@ -81,8 +210,8 @@ TEST_F(IdempotencyE2E, ShowPrintsAKeysRecordAndAnUnknownKeyIsNotFound) {
     return RunCommand(CairnBinary(), args);
   };
 
-  const CommandResult json = cairn({"idempotency", "show", "charge-1", "--namespace", "shop",
-                                    "--json"});
+  const CommandResult json =
+      cairn({"idempotency", "show", "charge-1", "--namespace", "shop", "--json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   const Json record = Json::parse(json.out);
   EXPECT_EQ(record.at("status"), "completed");
