@@ -329,13 +329,18 @@ class StepContext {
   // the effect may have happened (ask the provider, or pass it the same key).
   // If fn throws, the key is marked failed (the next claim takes it at once)
   // and the exception goes on: throw only when the effect did not happen.
+  // The claim itself is held for `lease` (default: ttl) while fn runs: the
+  // run's own retry takes it back at once if this attempt dies, another
+  // owner only once it expires, so give a shorter lease where other runs
+  // share the key and should not wait a whole ttl for a crashed one.
   // Throws Failure: "idempotency_in_progress" (retryable) while another
   // owner holds the key; "idempotency_error" (retryable) when the database
   // failed a call or the run lost the key before storing its result;
   // "idempotency_refused" (permanent) for an invalid key or result.
   template <class Fn>
-  Json once(const std::string& key, std::chrono::milliseconds ttl, Fn&& fn) {
-    const IdempotencyState state = idempotency_claim(key, ttl);
+  Json once(const std::string& key, std::chrono::milliseconds ttl, Fn&& fn,
+            std::optional<std::chrono::milliseconds> lease = std::nullopt) {
+    const IdempotencyState state = idempotency_claim(key, lease.value_or(ttl));
     if (state.status == IdempotencyState::Status::kCompleted) return state.result;
     if (state.status == IdempotencyState::Status::kInProgress) {
       throw Failure("idempotency_in_progress",

@@ -79,7 +79,10 @@ Outcome ChargePayment(StepContext& ctx) {
                  order_id + " as " + charge_id +
                  (claim.in_doubt ? " (in doubt: an earlier attempt may have charged)" : ""));
         return Json{{"charge_id", charge_id}, {"amount_cents", amount_cents}};
-      });
+      },
+      // The claim is held this long while the provider is called: another
+      // run for the same order waits at most this for a crashed one.
+      std::chrono::minutes(10));
   ctx.sql("INSERT INTO " + Table(ctx, "orders") + " (order_id, amount_cents) VALUES ($1, $2)",
           order_id, amount_cents);
   ctx.set("charged_cents", amount_cents);
