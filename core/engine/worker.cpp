@@ -72,7 +72,7 @@ void Worker::CheckServer(store::Connection& connection) const {
     throw InvalidArgumentError(
         "this daemon may open " + std::to_string(options_.connection_budget) +
         " database connections (database.pool_size, or worker.concurrency plus the poller, "
-        "lease keeper and maintenance), but the server allows " +
+        "lease keeper, idempotency session and maintenance), but the server allows " +
         std::to_string(usable) + " (max_connections " + std::to_string(limits.max_connections) +
         " less superuser_reserved_connections " + std::to_string(limits.reserved) +
         ") for all its clients together; lower worker.concurrency or database.pool_size, or "
