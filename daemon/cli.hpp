@@ -136,6 +136,7 @@ po::options_description StepHostOptions();
 po::options_description CleanupOptions();
 po::options_description WorkersOptions();
 po::options_description ConfigOptions();
+po::options_description IdempotencyOptions();
 
 int RunMigrate(const std::vector<std::string>& args);
 int RunVersion(const std::vector<std::string>& args);
@@ -155,5 +156,6 @@ int RunStepHost(const std::vector<std::string>& args);
 int RunCleanup(const std::vector<std::string>& args);
 int RunWorkers(const std::vector<std::string>& args);
 int RunConfig(const std::vector<std::string>& args);
+int RunIdempotency(const std::vector<std::string>& args);
 
 }  // namespace cairn::cli

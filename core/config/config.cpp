@@ -100,8 +100,8 @@ void CheckConfig(const DaemonConfig& c, const FailFn& fail) {
     fail("database.pool_size",
          "must leave a connection for at least one slot: more than " +
              std::to_string(c.FixedConnections()) +
-             " (the poller, lease keeper, sweeper, schedule service, LISTEN, retention and the "
-             "backlog reader each hold one)");
+             " (the poller, lease keeper, sweeper, schedule service, idempotency session, LISTEN, "
+             "retention and the backlog reader each hold one)");
   }
   if (c.database.idle_timeout < std::chrono::seconds(1)) {
     fail("database.idle_timeout", "must be at least 1s");
@@ -405,7 +405,7 @@ std::string ConfigOrigin::Text() const {
 }
 
 int DaemonConfig::FixedConnections() const {
-  return 4 + (worker.listen ? 1 : 0) + (maintenance.retention.count() > 0 ? 1 : 0) +
+  return 5 + (worker.listen ? 1 : 0) + (maintenance.retention.count() > 0 ? 1 : 0) +
          (metrics.listen.empty() ? 0 : 1);
 }
 

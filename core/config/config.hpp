@@ -134,8 +134,9 @@ struct DaemonConfig {
   std::map<std::string, ConfigOrigin> origins;
 
   // The connections the daemon holds besides its slots: poller, lease
-  // keeper, sweeper, schedule service, and LISTEN, retention and the backlog
-  // reader (metrics) when on.
+  // keeper, sweeper, schedule service, the idempotency session (opened when
+  // a step first uses the idempotency store), and LISTEN, retention and the
+  // backlog reader (metrics) when on.
   int FixedConnections() const;
   int EffectivePoolSize() const;          // pool_size, or concurrency + FixedConnections()
   int EffectiveConcurrency() const;       // slots that fit in the pool (at most concurrency)

@@ -316,6 +316,8 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
   call.attempt = run.attempt + 1;
   call.input = &run.input;
   call.context = &run.context;
+  std::shared_ptr<StepIdempotency> idempotency =
+      options_.idempotency ? options_.idempotency->ForRun(run.namespace_name, run.id) : nullptr;
 
   std::optional<StepOutcome> failure;  // to commit in a transaction of its own
   try {
@@ -323,7 +325,7 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
       failure =
           FailureOutcome("unknown_step", "plugin step \"" + step.run + "\" is not loaded", false);
     } else if (!step.transactional) {
-      auto outcome = InvokeWithTimeout(plugin_step, call, nullptr, step.timeout);
+      auto outcome = InvokeWithTimeout(plugin_step, call, nullptr, idempotency, step.timeout);
       if (!outcome) outcome = TimeoutOutcome(step);
       if (outcome->kind == OutcomeKind::kFail) {
         failure = *outcome;
@@ -338,7 +340,7 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
           connection_->Transact([&](store::Tx& tx) -> std::variant<CommittedPlan, StepOutcome> {
             store::SetStatementTimeout(tx, step.timeout);
             auto sql = std::make_shared<TransactionStepSql>(tx);
-            auto outcome = InvokeWithTimeout(plugin_step, call, sql, step.timeout);
+            auto outcome = InvokeWithTimeout(plugin_step, call, sql, idempotency, step.timeout);
             auto sql_failure = sql->Close();
             std::optional<StepOutcome> rolled_back;
             if (!outcome) {

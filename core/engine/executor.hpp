@@ -16,6 +16,7 @@
 
 #include "definition.hpp"
 #include "health.hpp"
+#include "idempotency_session.hpp"
 #include "lease_book.hpp"
 #include "model.hpp"
 #include "step.hpp"
@@ -35,6 +36,8 @@ struct ExecutorOptions {
   Metrics* metrics = nullptr;  // null: record nothing
   // The slot's heart: beaten before each step with the step's timeout.
   Health::Pulse* pulse = nullptr;
+  // The worker's idempotency session, offered to steps; null: none.
+  std::shared_ptr<IdempotencySession> idempotency;
 };
 
 enum class ExecutionEnd {

@@ -39,6 +39,7 @@ struct Invocation {
   Json context;
   StepCall call;
   std::shared_ptr<TransactionStepSql> sql;
+  std::shared_ptr<StepIdempotency> idempotency;
   std::mutex mutex;
   std::condition_variable finished;
   bool done = false;
@@ -49,10 +50,12 @@ struct Invocation {
 
 std::optional<StepOutcome> InvokeWithTimeout(std::shared_ptr<Step> step, const StepCall& call,
                                              std::shared_ptr<TransactionStepSql> sql,
+                                             std::shared_ptr<StepIdempotency> idempotency,
                                              std::chrono::milliseconds timeout) {
   if (step->EnforcesTimeout()) {
     StepCall direct = call;
     direct.sql = sql.get();
+    direct.idempotency = idempotency.get();
     direct.timeout = timeout;
     try {
       return step->Invoke(direct);
@@ -65,10 +68,12 @@ std::optional<StepOutcome> InvokeWithTimeout(std::shared_ptr<Step> step, const S
   invocation->input = call.input != nullptr ? *call.input : Json::object();
   invocation->context = call.context != nullptr ? *call.context : Json::object();
   invocation->sql = std::move(sql);
+  invocation->idempotency = std::move(idempotency);
   invocation->call = call;
   invocation->call.input = &invocation->input;
   invocation->call.context = &invocation->context;
   invocation->call.sql = invocation->sql.get();
+  invocation->call.idempotency = invocation->idempotency.get();
   std::thread([invocation] {
     StepOutcome outcome;
     try {

@@ -41,8 +41,10 @@ class TransactionStepSql : public StepSql {
 // itself (a step process) is called on this thread instead, and reports an
 // overrun as its own failure. An exception from the step becomes a
 // retryable failure with code "exception".
+// `idempotency` (may be null) is kept alive as long as the step's thread.
 std::optional<StepOutcome> InvokeWithTimeout(std::shared_ptr<Step> step, const StepCall& call,
                                              std::shared_ptr<TransactionStepSql> sql,
+                                             std::shared_ptr<StepIdempotency> idempotency,
                                              std::chrono::milliseconds timeout);
 
 }  // namespace cairn

@@ -43,7 +43,16 @@ Worker::Worker(WorkerOptions options, const DefinitionSet& definitions, const St
       concurrency_(options_.concurrency),
       claim_batch_(options_.claim_batch),
       definitions_(std::make_shared<const DefinitionSet>(definitions)),
-      served_hashes_(HashesOf(definitions)) {}
+      served_hashes_(HashesOf(definitions)) {
+  store::ConnectionOptions idempotency = options_.connection;
+  idempotency.application_name = "cairn idempotency " + options_.worker_id;
+  // Each call is one short statement; a key locked by an application's open
+  // transaction fails the step's call (retried by its policy) rather than
+  // holding every slot's calls up.
+  idempotency.statement_timeout = std::chrono::seconds(30);
+  idempotency.lock_timeout = std::chrono::seconds(2);
+  idempotency_ = std::make_shared<IdempotencySession>(std::move(idempotency));
+}
 
 Worker::~Worker() {
   if (started_) Stop();
@@ -63,7 +72,7 @@ void Worker::CheckServer(store::Connection& connection) const {
     throw InvalidArgumentError(
         "this daemon may open " + std::to_string(options_.connection_budget) +
         " database connections (database.pool_size, or worker.concurrency plus the poller, "
-        "lease keeper and maintenance), but the server allows " +
+        "lease keeper, idempotency session and maintenance), but the server allows " +
         std::to_string(usable) + " (max_connections " + std::to_string(limits.max_connections) +
         " less superuser_reserved_connections " + std::to_string(limits.reserved) +
         ") for all its clients together; lower worker.concurrency or database.pool_size, or "
@@ -269,6 +278,7 @@ void Worker::SlotLoop(int slot) {
   int failures = 0;
   ExecutorOptions executor_options{options_.worker_id, options_.lease};
   executor_options.metrics = options_.metrics;
+  executor_options.idempotency = idempotency_;
   Health::Pulse pulse = health_.Track("slot " + std::to_string(slot));
   executor_options.pulse = &pulse;
   const auto surplus = [&] { return slot >= concurrency_; };  // concurrency went down

@@ -21,6 +21,7 @@
 #include "definition.hpp"
 #include "executor.hpp"
 #include "health.hpp"
+#include "idempotency_session.hpp"
 #include "lease_book.hpp"
 #include "lease_keeper.hpp"
 #include "retention.hpp"
@@ -153,6 +154,8 @@ class Worker {
   WorkerStats stats_;
 
   std::unique_ptr<LeaseKeeper> keeper_;
+  // Shared by the slots; opens its session when a step first uses it.
+  std::shared_ptr<IdempotencySession> idempotency_;
   std::unique_ptr<Sweeper> sweeper_;
   std::unique_ptr<Retention> retention_;
   std::thread poller_;

@@ -232,22 +232,34 @@ struct WaitRecord {
   std::optional<std::string> resumed_at;
 };
 
+// A key of the idempotency store, in its namespace (a plugin's keys live in
+// its run's namespace).
+struct IdempotencyRecord {
+  std::string namespace_name = "default";
+  std::string key;
+  std::string status;  // "in_progress", "completed" or "failed"
+  std::optional<std::string> owner;
+  std::optional<Json> result;        // completed: the stored result
+  std::optional<std::string> error;  // failed: why
+  int claims = 0;                    // how many times the key was claimed
+  std::string expires_at;
+  bool expired = false;  // by database time: the key can be claimed afresh
+  std::string created_at;
+  std::string claimed_at;
+  std::optional<std::string> completed_at;
+};
+
+// What a claim found. kClaimed: the caller holds the key now (in_doubt when
+// it took over a claim that never completed or failed, whose owner may have
+// made its effect; record.error is the failure of a failed claim it
+// replaced). kInProgress: another owner holds it until record.expires_at.
+// kCompleted: record.result is the stored result.
 enum class IdempotencyClaimStatus { kClaimed, kCompleted, kInProgress };
 
 struct IdempotencyClaim {
   IdempotencyClaimStatus status = IdempotencyClaimStatus::kClaimed;
-  std::optional<Json> result;  // for kCompleted
-};
-
-struct IdempotencyRecord {
-  std::string key;
-  std::string status;  // "in_progress" or "completed"
-  std::optional<std::string> owner;
-  std::optional<Json> result;
-  std::string expires_at;
-  bool expired = false;  // by database time: the key can be claimed afresh
-  std::string created_at;
-  std::optional<std::string> completed_at;
+  bool in_doubt = false;
+  IdempotencyRecord record;
 };
 
 struct RetentionResult {

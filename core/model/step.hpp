@@ -65,6 +65,23 @@ class StepSql {
   virtual Json Execute(const std::string& sql, const Json& params) = 0;
 };
 
+// Lets a step guard an effect outside the database (a charge, an e-mail)
+// with a key of the idempotency store. Each call commits at once, in a
+// transaction of its own, never the step's: a step killed after its effect
+// leaves the key as its last call committed it. Keys live in the run's
+// namespace and are owned by the run, so the run's next attempt finds its
+// own claim (see docs: "in doubt"). Database errors throw store errors;
+// invalid keys, results or times throw InvalidArgumentError.
+class StepIdempotency {
+ public:
+  virtual ~StepIdempotency() = default;
+  virtual IdempotencyClaim Claim(const std::string& key, std::chrono::milliseconds lease) = 0;
+  // False when the run no longer holds the key in progress.
+  virtual bool Complete(const std::string& key, const Json& result,
+                        std::chrono::milliseconds ttl) = 0;
+  virtual bool Fail(const std::string& key, const std::string& error) = 0;
+};
+
 struct StepCall {
   std::string run_id;
   std::string workflow;
@@ -73,6 +90,9 @@ struct StepCall {
   const Json* input = nullptr;
   const Json* context = nullptr;
   StepSql* sql = nullptr;  // non-null only for transactional steps
+  // The idempotency store; null when the caller offers none (a step then
+  // gets a refusal saying so).
+  StepIdempotency* idempotency = nullptr;
   // The step's timeout, for a step that enforces it itself (see
   // Step::EnforcesTimeout); zero: none.
   std::chrono::milliseconds timeout{0};

@@ -14,6 +14,7 @@
 #include "errors.hpp"
 #include "logging.hpp"
 #include "step_context.hpp"
+#include "step_protocol.hpp"
 
 namespace cairn::plugins {
 namespace {
@@ -320,6 +321,98 @@ cairn_result HostWaitChildren(cairn_step_ctx* ctx, cairn_child_wait mode, const 
   });
 }
 
+// The idempotency calls share their refusals: no store, a bad key. Returns
+// the refusal's message, or "" when the call may go ahead.
+std::string IdempotencyRefusal(cairn_step_ctx* ctx, const char* call, const char* key) {
+  if (ctx->call->idempotency == nullptr) {
+    return std::string(call) + ": this host offers no idempotency store to step '" + *ctx->step +
+           "'";
+  }
+  if (IsEmpty(key)) return std::string(call) + ": empty key";
+  if (!IsUtf8(key)) return std::string(call) + ": the key is not valid UTF-8";
+  return "";
+}
+
+// Runs one idempotency call: a refused argument (an error of kind
+// kInvalidArgument: a key, time or result the database refused) is
+// CAIRN_ERROR, any other failure (the database) CAIRN_RETRY; last_error says
+// which.
+template <typename Body>
+cairn_result IdempotencyCall(cairn_step_ctx* ctx, const char* call, Body&& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    ctx->last_error = std::string(call) + ": " + e.what();
+    return e.kind() == ErrorKind::kInvalidArgument ? CAIRN_ERROR : CAIRN_RETRY;
+  } catch (const std::exception& e) {
+    ctx->last_error = std::string(call) + ": " + e.what();
+    return CAIRN_RETRY;
+  }
+}
+
+cairn_result HostIdempotencyClaim(cairn_step_ctx* ctx, const char* key, int64_t lease_ms,
+                                  cairn_bytes* out_state_json) {
+  return HostCall(ctx, "idempotency_claim", [&] {
+    if (out_state_json == nullptr) {
+      ctx->last_error = "idempotency_claim: out_state_json is NULL";
+      return CAIRN_ERROR;
+    }
+    *out_state_json = cairn_bytes{"", 0};
+    ctx->last_error = IdempotencyRefusal(ctx, "idempotency_claim", key);
+    if (ctx->last_error.empty() && lease_ms < 0) {
+      ctx->last_error = "idempotency_claim: negative lease " + std::to_string(lease_ms);
+    }
+    if (!ctx->last_error.empty()) return CAIRN_ERROR;
+    return IdempotencyCall(ctx, "idempotency_claim", [&] {
+      const IdempotencyClaim claim =
+          ctx->call->idempotency->Claim(key, std::chrono::milliseconds(lease_ms));
+      ctx->rows.push_back(DumpJson(IdempotencyClaimToJson(claim)));
+      const std::string& state = ctx->rows.back();
+      *out_state_json = cairn_bytes{state.data(), state.size()};
+      return CAIRN_OK;
+    });
+  });
+}
+
+cairn_result HostIdempotencyComplete(cairn_step_ctx* ctx, const char* key, cairn_bytes result_json,
+                                     int64_t ttl_ms) {
+  return HostCall(ctx, "idempotency_complete", [&] {
+    ctx->last_error = IdempotencyRefusal(ctx, "idempotency_complete", key);
+    if (ctx->last_error.empty() && ttl_ms < 0) {
+      ctx->last_error = "idempotency_complete: negative ttl " + std::to_string(ttl_ms);
+    }
+    std::optional<Json> result = ParseJson(result_json, /*empty_is_null=*/true);
+    if (ctx->last_error.empty() && !result) {
+      ctx->last_error = "idempotency_complete: the result is not valid JSON";
+    }
+    if (!ctx->last_error.empty()) return CAIRN_ERROR;
+    return IdempotencyCall(ctx, "idempotency_complete", [&] {
+      if (ctx->call->idempotency->Complete(key, *result, std::chrono::milliseconds(ttl_ms))) {
+        return CAIRN_OK;
+      }
+      ctx->last_error = std::string("idempotency_complete: run ") + ctx->call->run_id +
+                        " no longer holds key '" + key +
+                        "' (its claim expired and was taken, or it was completed or failed)";
+      return CAIRN_RETRY;
+    });
+  });
+}
+
+cairn_result HostIdempotencyFail(cairn_step_ctx* ctx, const char* key, const char* error) {
+  return HostCall(ctx, "idempotency_fail", [&] {
+    ctx->last_error = IdempotencyRefusal(ctx, "idempotency_fail", key);
+    if (!ctx->last_error.empty()) return CAIRN_ERROR;
+    return IdempotencyCall(ctx, "idempotency_fail", [&] {
+      if (ctx->call->idempotency->Fail(key, IsEmpty(error) ? "failed" : Utf8Text(error))) {
+        return CAIRN_OK;
+      }
+      ctx->last_error = std::string("idempotency_fail: run ") + ctx->call->run_id +
+                        " no longer holds key '" + key + "'";
+      return CAIRN_RETRY;
+    });
+  });
+}
+
 const char* HostLastError(cairn_step_ctx* ctx) {
   return ctx == nullptr ? "" : ctx->last_error.c_str();
 }
@@ -342,6 +435,9 @@ const cairn_host_api kHostApi = {
     .signal = &HostSignal,
     .start_child = &HostStartChild,
     .wait_children = &HostWaitChildren,
+    .idempotency_claim = &HostIdempotencyClaim,
+    .idempotency_complete = &HostIdempotencyComplete,
+    .idempotency_fail = &HostIdempotencyFail,
 };
 
 }  // namespace

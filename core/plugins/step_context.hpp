@@ -24,8 +24,9 @@ struct cairn_step_ctx {
   // the adapter rethrows this once the plugin returns.
   std::exception_ptr transaction_error;
   std::string last_error;
-  // Row buffers handed out by sql_exec, valid until the step returns. A deque
-  // never moves its elements, so earlier buffers stay valid.
+  // Buffers handed out by sql_exec and idempotency_claim, valid until the
+  // step returns. A deque never moves its elements, so earlier buffers stay
+  // valid.
   std::deque<std::string> rows;
 };
 

@@ -38,6 +38,56 @@ class RemoteStepSql : public StepSql {
   int fd_;
 };
 
+// The idempotency store, reached through the daemon, which runs each call on
+// its idempotency session. Errors come back as the kinds the host API
+// expects: a refused argument, or a database failure.
+class RemoteStepIdempotency : public StepIdempotency {
+ public:
+  explicit RemoteStepIdempotency(int fd) : fd_(fd) {}
+
+  IdempotencyClaim Claim(const std::string& key, std::chrono::milliseconds lease) override {
+    const Json reply = Ask({{"type", "idempotency"},
+                            {"op", "claim"},
+                            {"key", key},
+                            {"lease_ms", static_cast<int64_t>(lease.count())}});
+    return IdempotencyClaimFromJson(reply.at("state"));
+  }
+
+  bool Complete(const std::string& key, const Json& result,
+                std::chrono::milliseconds ttl) override {
+    return Ask({{"type", "idempotency"},
+                {"op", "complete"},
+                {"key", key},
+                {"result", result},
+                {"ttl_ms", static_cast<int64_t>(ttl.count())}})
+        .at("done")
+        .get<bool>();
+  }
+
+  bool Fail(const std::string& key, const std::string& error) override {
+    return Ask({{"type", "idempotency"}, {"op", "fail"}, {"key", key}, {"error", error}})
+        .at("done")
+        .get<bool>();
+  }
+
+ private:
+  Json Ask(const Json& request) {
+    if (!WriteFrame(fd_, request)) {
+      throw DatabaseError(ErrorKind::kTransient, "idempotency", "", "the daemon went away");
+    }
+    const ReadResult reply = ReadFrame(fd_);
+    if (reply.status != ReadStatus::kMessage) {
+      throw DatabaseError(ErrorKind::kTransient, "idempotency", "", "the daemon went away");
+    }
+    if (reply.message.value("type", "") == "idempotency") return reply.message;
+    const std::string message = reply.message.value("message", "idempotency call failed");
+    if (reply.message.value("refused", false)) throw InvalidArgumentError(message);
+    throw DatabaseError(ErrorKind::kTransient, "idempotency", "", message);
+  }
+
+  int fd_;
+};
+
 StepOutcome Invoke(int fd, const PluginRegistry& plugins, const Json& request) {
   const std::string step_name = request.at("step").get<std::string>();
   const Json& c = request.at("call");
@@ -47,6 +97,7 @@ StepOutcome Invoke(int fd, const PluginRegistry& plugins, const Json& request) {
   const Json input = c.at("input");
   const Json context = c.at("context");
   RemoteStepSql sql(fd);
+  RemoteStepIdempotency idempotency(fd);
   StepCall call;
   call.run_id = c.at("run_id").get<std::string>();
   call.workflow = c.at("workflow").get<std::string>();
@@ -55,6 +106,7 @@ StepOutcome Invoke(int fd, const PluginRegistry& plugins, const Json& request) {
   call.input = &input;
   call.context = &context;
   call.sql = c.at("transactional").get<bool>() ? &sql : nullptr;
+  call.idempotency = &idempotency;
   try {
     return step->Invoke(call);
   } catch (const std::exception& e) {

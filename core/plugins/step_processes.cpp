@@ -136,8 +136,9 @@ class ProcessStep final : public Step {
                               "step " + step + " crashed its step process, which " + how);
       }
       const std::string type = reply.message.value("type", "");
-      if (type == "sql") {
-        Json answer = Answer(call, reply.message);
+      if (type == "sql" || type == "idempotency") {
+        Json answer =
+            type == "sql" ? Answer(call, reply.message) : AnswerIdempotency(call, reply.message);
         if (!WriteFrame(process->fd, answer)) continue;  // the next read tells what happened
         continue;
       }
@@ -176,6 +177,45 @@ class ProcessStep final : public Step {
       return {{"type", "sql_error"}, {"refused", true}, {"message", e.what()}};
     } catch (const std::exception& e) {
       return {{"type", "sql_error"}, {"refused", false}, {"message", e.what()}};
+    }
+  }
+
+  // Runs a step's idempotency call on the daemon's idempotency session.
+  static Json AnswerIdempotency(const StepCall& call, const Json& request) {
+    if (call.idempotency == nullptr) {
+      return {{"type", "idempotency_error"},
+              {"refused", true},
+              {"message", "this host offers no idempotency store to step " + call.step}};
+    }
+    try {
+      const std::string op = request.at("op").get<std::string>();
+      const std::string key = request.at("key").get<std::string>();
+      if (op == "claim") {
+        const IdempotencyClaim claim = call.idempotency->Claim(
+            key, std::chrono::milliseconds(request.at("lease_ms").get<int64_t>()));
+        return {{"type", "idempotency"}, {"state", IdempotencyClaimToJson(claim)}};
+      }
+      if (op == "complete") {
+        return {{"type", "idempotency"},
+                {"done", call.idempotency->Complete(
+                             key, request.at("result"),
+                             std::chrono::milliseconds(request.at("ttl_ms").get<int64_t>()))}};
+      }
+      if (op == "fail") {
+        return {{"type", "idempotency"},
+                {"done", call.idempotency->Fail(key, request.at("error").get<std::string>())}};
+      }
+      return {{"type", "idempotency_error"},
+              {"refused", true},
+              {"message", "unknown idempotency call \"" + op + "\""}};
+    } catch (const Error& e) {
+      return {{"type", "idempotency_error"},
+              {"refused", e.kind() == ErrorKind::kInvalidArgument},
+              {"message", e.what()}};
+    } catch (const Json::exception& e) {
+      return {{"type", "idempotency_error"}, {"refused", true}, {"message", e.what()}};
+    } catch (const std::exception& e) {
+      return {{"type", "idempotency_error"}, {"refused", false}, {"message", e.what()}};
     }
   }
 

@@ -158,4 +158,73 @@ PluginInfo PluginInfoFromJson(const Json& json) {
   return info;
 }
 
+namespace {
+
+const char* ClaimStatusName(IdempotencyClaimStatus status) {
+  switch (status) {
+    case IdempotencyClaimStatus::kClaimed:
+      return "claimed";
+    case IdempotencyClaimStatus::kInProgress:
+      return "in_progress";
+    case IdempotencyClaimStatus::kCompleted:
+      return "completed";
+  }
+  return "in_progress";
+}
+
+Json OptionalField(const std::optional<std::string>& value) {
+  return value ? Json(*value) : Json(nullptr);
+}
+
+}  // namespace
+
+Json IdempotencyClaimToJson(const IdempotencyClaim& claim) {
+  const IdempotencyRecord& r = claim.record;
+  Json json = {{"status", ClaimStatusName(claim.status)},
+               {"in_doubt", claim.in_doubt},
+               {"namespace", r.namespace_name},
+               {"key", r.key},
+               {"owner", OptionalField(r.owner)},
+               {"claims", r.claims},
+               {"expires_at", r.expires_at},
+               {"expired", r.expired},
+               {"created_at", r.created_at},
+               {"claimed_at", r.claimed_at},
+               {"completed_at", OptionalField(r.completed_at)},
+               {"error", OptionalField(r.error)}};
+  if (claim.status == IdempotencyClaimStatus::kCompleted) {
+    json["result"] = r.result.value_or(Json());
+  }
+  return json;
+}
+
+IdempotencyClaim IdempotencyClaimFromJson(const Json& json) {
+  IdempotencyClaim claim;
+  const std::string status = json.at("status").get<std::string>();
+  if (status == "claimed") {
+    claim.status = IdempotencyClaimStatus::kClaimed;
+  } else if (status == "in_progress") {
+    claim.status = IdempotencyClaimStatus::kInProgress;
+  } else if (status == "completed") {
+    claim.status = IdempotencyClaimStatus::kCompleted;
+  } else {
+    throw std::invalid_argument("unknown idempotency claim status " + status);
+  }
+  claim.in_doubt = json.at("in_doubt").get<bool>();
+  IdempotencyRecord& r = claim.record;
+  r.status = claim.status == IdempotencyClaimStatus::kCompleted ? "completed" : "in_progress";
+  r.namespace_name = json.at("namespace").get<std::string>();
+  r.key = json.at("key").get<std::string>();
+  r.owner = OptionalString(json, "owner");
+  r.claims = json.at("claims").get<int>();
+  r.expires_at = json.at("expires_at").get<std::string>();
+  r.expired = json.at("expired").get<bool>();
+  r.created_at = json.at("created_at").get<std::string>();
+  r.claimed_at = json.at("claimed_at").get<std::string>();
+  r.completed_at = OptionalString(json, "completed_at");
+  r.error = OptionalString(json, "error");
+  if (json.contains("result")) r.result = json.at("result");
+  return claim;
+}
+
 }  // namespace cairn::plugins

@@ -6,6 +6,12 @@
 //   host  -> daemon  {"type":"sql","sql":...,"params":[...]}   (transactional steps)
 //   daemon -> host   {"type":"rows","rows":[...]} or
 //                    {"type":"sql_error","refused":bool,"message":...}
+//   host  -> daemon  {"type":"idempotency","op":"claim","key":...,"lease_ms":...}
+//                    {"type":"idempotency","op":"complete","key":...,"result":...,"ttl_ms":...}
+//                    {"type":"idempotency","op":"fail","key":...,"error":...}
+//   daemon -> host   {"type":"idempotency","state":{...}} (claim; IdempotencyClaimToJson),
+//                    {"type":"idempotency","done":bool} (complete, fail) or
+//                    {"type":"idempotency_error","refused":bool,"message":...}
 //   host  -> daemon  {"type":"outcome","outcome":{...}}
 // Plain functions on a file descriptor; one thread per descriptor at a time.
 #pragma once
@@ -38,6 +44,11 @@ ReadResult ReadFrame(int fd,
 Json OutcomeToJson(const StepOutcome& outcome);
 StepOutcome OutcomeFromJson(const Json& json);  // throws on a malformed outcome
 Json PluginInfoToJson(const PluginInfo& info);
+// A claim as plugins see it (host->idempotency_claim) and as it crosses the
+// wire: "status" (claimed, in_progress, completed), "in_doubt", and the
+// record's fields.
+Json IdempotencyClaimToJson(const IdempotencyClaim& claim);
+IdempotencyClaim IdempotencyClaimFromJson(const Json& json);  // throws when malformed
 PluginInfo PluginInfoFromJson(const Json& json);
 
 }  // namespace cairn::plugins

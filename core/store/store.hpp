@@ -235,15 +235,25 @@ struct RunForExecution {
 };
 std::optional<RunForExecution> LoadRunForExecution(Tx& tx, const std::string& run_id);
 
-// Idempotency store.
-IdempotencyClaim ClaimIdempotencyKey(Tx& tx, const std::string& key, const std::string& owner,
+// Idempotency store: keys scoped by namespace, one owner at a time, times
+// from the database (the SQL functions of migration 9, which applications
+// call too). Invalid keys, namespaces or owners (empty, over 512 bytes) and
+// a result over max_idempotency_result_bytes throw InvalidArgumentError.
+IdempotencyClaim ClaimIdempotencyKey(Tx& tx, const std::string& namespace_name,
+                                     const std::string& key, const std::string& owner,
                                      std::chrono::milliseconds lease);
-// False when owner no longer holds the in-progress claim.
-bool CompleteIdempotencyKey(Tx& tx, const std::string& key, const std::string& owner,
-                            const Json& result, std::chrono::milliseconds ttl);
-bool FailIdempotencyKey(Tx& tx, const std::string& key, const std::string& owner);
-std::optional<Json> IdempotencyResult(Tx& tx, const std::string& key);
-std::optional<IdempotencyRecord> GetIdempotencyRecord(Tx& tx, const std::string& key);
+// False when owner does not hold the key in progress.
+bool CompleteIdempotencyKey(Tx& tx, const std::string& namespace_name, const std::string& key,
+                            const std::string& owner, const Json& result,
+                            std::chrono::milliseconds ttl);
+// False when owner does not hold the key in progress.
+bool FailIdempotencyKey(Tx& tx, const std::string& namespace_name, const std::string& key,
+                        const std::string& owner, const std::string& error);
+// The stored result of a completed key that has not expired.
+std::optional<Json> IdempotencyResult(Tx& tx, const std::string& namespace_name,
+                                      const std::string& key);
+std::optional<IdempotencyRecord> GetIdempotencyRecord(Tx& tx, const std::string& namespace_name,
+                                                      const std::string& key);
 int64_t CleanupIdempotencyKeys(Tx& tx, int limit = 1000);
 
 // Retention: deletes finished runs (with their history and waits) and

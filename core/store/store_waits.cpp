@@ -73,56 +73,80 @@ bool CancelWait(Tx& tx, const std::string& correlation_key) {
   return !Internal(tx).Exec("cancel_wait", correlation_key).empty();
 }
 
-IdempotencyClaim ClaimIdempotencyKey(Tx& tx, const std::string& key, const std::string& owner,
-                                     std::chrono::milliseconds lease) {
-  if (key.empty()) throw InvalidArgumentError("idempotency key is empty");
-  auto& t = Internal(tx);
-  if (!t.Exec("idempotency_claim", key, owner, static_cast<int64_t>(lease.count())).empty()) {
-    return {IdempotencyClaimStatus::kClaimed, std::nullopt};
-  }
-  pqxx::result rows = t.Exec("idempotency_get", key);
-  if (rows.empty()) {
-    // Deleted between the two statements (a failed claim or cleanup): the
-    // caller may simply claim again.
-    throw DatabaseError(ErrorKind::kTransient, "idempotency_claim", "",
-                        "key " + key + " changed during the claim; retry");
-  }
-  if (std::string_view(rows[0]["status"].c_str()) == "completed") {
-    return {IdempotencyClaimStatus::kCompleted, OptionalJson(rows[0]["result"])};
-  }
-  return {IdempotencyClaimStatus::kInProgress, std::nullopt};
-}
+namespace {
 
-bool CompleteIdempotencyKey(Tx& tx, const std::string& key, const std::string& owner,
-                            const Json& result, std::chrono::milliseconds ttl) {
-  return !Internal(tx)
-              .Exec("idempotency_complete", key, owner, result.dump(),
-                    static_cast<int64_t>(ttl.count()))
-              .empty();
-}
-
-bool FailIdempotencyKey(Tx& tx, const std::string& key, const std::string& owner) {
-  return !Internal(tx).Exec("idempotency_fail", key, owner).empty();
-}
-
-std::optional<IdempotencyRecord> GetIdempotencyRecord(Tx& tx, const std::string& key) {
-  pqxx::result rows = Internal(tx).Exec("idempotency_get", key);
-  if (rows.empty()) return std::nullopt;
-  const pqxx::row& row = rows[0];
+IdempotencyRecord DecodeIdempotencyRecord(const pqxx::row& row) {
   IdempotencyRecord record;
+  record.namespace_name = row["namespace"].c_str();
   record.key = row["key"].c_str();
   record.status = row["status"].c_str();
   record.owner = OptionalText(row["owner"]);
   record.result = OptionalJson(row["result"]);
+  record.error = OptionalText(row["error"]);
+  record.claims = row["claims"].as<int>();
   record.expires_at = row["expires_at"].c_str();
-  record.created_at = row["created_at"].c_str();
-  record.completed_at = OptionalText(row["completed_at"]);
   record.expired = row["expired"].as<bool>();
+  record.created_at = row["created_at"].c_str();
+  record.claimed_at = row["claimed_at"].c_str();
+  record.completed_at = OptionalText(row["completed_at"]);
   return record;
 }
 
-std::optional<Json> IdempotencyResult(Tx& tx, const std::string& key) {
-  auto record = GetIdempotencyRecord(tx, key);
+}  // namespace
+
+IdempotencyClaim ClaimIdempotencyKey(Tx& tx, const std::string& namespace_name,
+                                     const std::string& key, const std::string& owner,
+                                     std::chrono::milliseconds lease) {
+  pqxx::result rows = Internal(tx).Exec("idempotency_claim", key, owner,
+                                        static_cast<int64_t>(lease.count()), namespace_name);
+  const pqxx::row& row = rows.at(0);
+  IdempotencyClaim claim;
+  claim.record = DecodeIdempotencyRecord(row);
+  claim.in_doubt = row["in_doubt"].as<bool>();
+  const std::string_view status = row["status"].c_str();
+  if (status == "claimed") {
+    claim.status = IdempotencyClaimStatus::kClaimed;
+    // The record is in progress under the caller; error says what the
+    // failed claim it replaced reported.
+    claim.record.status = "in_progress";
+  } else if (status == "completed") {
+    claim.status = IdempotencyClaimStatus::kCompleted;
+  } else {
+    claim.status = IdempotencyClaimStatus::kInProgress;
+  }
+  return claim;
+}
+
+bool CompleteIdempotencyKey(Tx& tx, const std::string& namespace_name, const std::string& key,
+                            const std::string& owner, const Json& result,
+                            std::chrono::milliseconds ttl) {
+  return Internal(tx)
+      .Exec("idempotency_complete", key, owner, result.dump(), static_cast<int64_t>(ttl.count()),
+            namespace_name)
+      .at(0)
+      .at(0)
+      .as<bool>();
+}
+
+bool FailIdempotencyKey(Tx& tx, const std::string& namespace_name, const std::string& key,
+                        const std::string& owner, const std::string& error) {
+  return Internal(tx)
+      .Exec("idempotency_fail", key, owner, error, namespace_name)
+      .at(0)
+      .at(0)
+      .as<bool>();
+}
+
+std::optional<IdempotencyRecord> GetIdempotencyRecord(Tx& tx, const std::string& namespace_name,
+                                                      const std::string& key) {
+  pqxx::result rows = Internal(tx).Exec("idempotency_get", key, namespace_name);
+  if (rows.empty()) return std::nullopt;
+  return DecodeIdempotencyRecord(rows[0]);
+}
+
+std::optional<Json> IdempotencyResult(Tx& tx, const std::string& namespace_name,
+                                      const std::string& key) {
+  auto record = GetIdempotencyRecord(tx, namespace_name, key);
   if (!record || record->status != "completed" || record->expired) return std::nullopt;
   return record->result;
 }

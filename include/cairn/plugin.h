@@ -20,7 +20,9 @@
  *     call (run id, step name, attempt, input and context as JSON) and an
  *     opaque context handle, and chooses its outcome by calling functions of
  *     the host table (next, jump, wait, wait_children, sleep, complete, fail)
- *     on that handle.
+ *     on that handle. From ABI 1.3 it can make an effect outside the
+ *     database once across attempts with the idempotency store
+ *     (idempotency_claim, idempotency_complete, idempotency_fail).
  *     It returns a small result code (CAIRN_OK / CAIRN_RETRY / CAIRN_ERROR);
  *     details travel through host calls, never through the return value.
  *   - JSON crosses as UTF-8 bytes {data, len}; names, codes and messages as
@@ -53,7 +55,7 @@ extern "C" {
  * plugins bumps the major; an append to a struct or to the host table bumps
  * the minor. */
 #define CAIRN_ABI_MAJOR 1
-#define CAIRN_ABI_MINOR 2
+#define CAIRN_ABI_MINOR 3
 
 /* The one symbol a plugin exports. */
 #define CAIRN_PLUGIN_ENTRY_SYMBOL "cairn_plugin_entry"
@@ -140,7 +142,8 @@ typedef struct cairn_step_call {
  * CAIRN_OK; or return CAIRN_RETRY / CAIRN_ERROR to fail (after host->fail()
  * for a specific code and message). The step body may run more
  * than once for one checkpoint (at-least-once): make external side effects
- * idempotent, or use sql_exec in a transactional step.
+ * idempotent (the idempotency store, ABI 1.3), or use sql_exec in a
+ * transactional step.
  * C++ plugins: no exception may leave this function (the SDK makes sure).
  * OWNERSHIP: see cairn_step_call and cairn_step_ctx; the function returns
  * nothing the host must free. */
@@ -307,7 +310,65 @@ typedef struct cairn_host_api {
   cairn_result (*wait_children)(cairn_step_ctx* ctx, cairn_child_wait mode, const char* event,
                                 int64_t timeout_ms);
 
-  /* ABI 1.3 and later append functions here. */
+  /* ---- ABI 1.3 ---- */
+
+  /* The idempotency store: make an effect outside the database (a charge,
+   * an e-mail) once across retries, timeouts and takeovers. Keys live in the
+   * run's namespace and are owned by the run, the same owner on every
+   * attempt. Each call commits at once, in a transaction of its own, never
+   * in the step's (so a claim and a completion survive the step being
+   * killed); times are database time. The C++ SDK's StepContext::once wraps
+   * the three calls. Check struct_size before calling: an older host lacks
+   * them.
+   *
+   * idempotency_claim claims key for lease_ms (>= 0) milliseconds and sets
+   * *out_state_json to a JSON object:
+   *   {"status": "claimed"}      the run holds the key now: make the effect,
+   *                              then call idempotency_complete (or
+   *                              idempotency_fail). "in_doubt": true when this
+   *                              claim took over one that never completed or
+   *                              failed (an earlier attempt of this run that
+   *                              died or timed out, or another owner whose
+   *                              claim expired): the effect may have happened.
+   *                              "error" is the failure of a failed claim this
+   *                              one replaced.
+   *   {"status": "in_progress"}  another owner holds the key until
+   *                              "expires_at" ("owner" says who).
+   *   {"status": "completed"}    "result" is the stored result; do not make
+   *                              the effect again.
+   * Every state also carries "namespace", "key", "owner", "claims" (how
+   * often the key was claimed) and "expires_at".
+   * Returns CAIRN_ERROR, changing nothing, for an empty key, one over 512
+   * bytes or not UTF-8, a negative lease, or a NULL out_state_json; and when
+   * the host offers no idempotency store. Returns CAIRN_RETRY when the
+   * database failed the call (the key is as it was, or claimed by this run
+   * if the commit was lost: the next attempt's claim then says in_doubt).
+   * last_error() has the reason in both cases.
+   * OWNERSHIP: key is plugin-owned. *out_state_json is host-owned and valid
+   * until the step function returns. */
+  cairn_result (*idempotency_claim)(cairn_step_ctx* ctx, const char* key, int64_t lease_ms,
+                                    cairn_bytes* out_state_json);
+
+  /* Stores result_json (any JSON value; len 0 means null) as the result of
+   * key, which this run holds in progress, and keeps it ttl_ms (>= 0)
+   * milliseconds from now. Returns CAIRN_OK when stored; CAIRN_RETRY when
+   * the run no longer holds the key (its claim expired and another owner
+   * took it, or it was completed or failed) or the database failed the call;
+   * CAIRN_ERROR, changing nothing, for an invalid key, result or ttl, or a
+   * result over the max_idempotency_result_bytes limit.
+   * OWNERSHIP: key and result_json are plugin-owned. */
+  cairn_result (*idempotency_complete)(cairn_step_ctx* ctx, const char* key,
+                                       cairn_bytes result_json, int64_t ttl_ms);
+
+  /* Marks key, which this run holds in progress, failed with error (may be
+   * NULL): the effect did not happen, and the next claim, by anyone, takes
+   * the key at once. Returns CAIRN_OK when marked; CAIRN_RETRY when the run
+   * no longer holds the key or the database failed the call; CAIRN_ERROR for
+   * an invalid key.
+   * OWNERSHIP: key and error are plugin-owned. */
+  cairn_result (*idempotency_fail)(cairn_step_ctx* ctx, const char* key, const char* error);
+
+  /* ABI 1.4 and later append functions here. */
 } cairn_host_api;
 
 /* The entry point every plugin exports (name: CAIRN_PLUGIN_ENTRY_SYMBOL).

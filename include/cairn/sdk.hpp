@@ -27,6 +27,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace cairn {
@@ -200,6 +201,23 @@ inline Outcome FailPermanent(std::string code, std::string message) {
 // One invocation of a step: what it reads (input, context, run id, attempt)
 // and what it can do besides returning an outcome (set context fields, run
 // SQL in the step transaction, log).
+// A key of the idempotency store as a claim found it (ABI 1.3; see
+// cairn_host_api.idempotency_claim). kClaimed: this run holds the key now
+// (in_doubt when it took over a claim that never completed or failed, so the
+// effect may already have happened); kInProgress: another owner holds it
+// until expires_at; kCompleted: result is the stored result.
+struct IdempotencyState {
+  enum class Status { kClaimed, kInProgress, kCompleted };
+  Status status = Status::kClaimed;
+  bool in_doubt = false;
+  std::string key;
+  std::string owner;
+  std::string expires_at;
+  int claims = 0;
+  Json result;        // kCompleted
+  std::string error;  // kClaimed: the failure of a failed claim it replaced
+};
+
 class StepContext {
  public:
   StepContext(const cairn_step_call* call, cairn_step_ctx* ctx) : call_(call), ctx_(ctx) {}
@@ -298,6 +316,90 @@ class StepContext {
     return Parse(rows);
   }
 
+  // Makes the effect of fn happen once for key, across this run's retries,
+  // timeouts and takeovers, and across runs of the namespace that use the
+  // same key: fn runs only when the run claims the key, and its result
+  // (JSON) is stored for ttl and returned to every later caller instead of
+  // running fn again:
+  //   Json charge = ctx.once("charge:" + order_id, std::chrono::hours(24), [&] {
+  //     return provider.Charge(order_id, cents);  // {"charge_id": "ch_1"}
+  //   });
+  // fn may take the IdempotencyState of its claim, to see in_doubt: an
+  // earlier attempt claimed the key and died before storing a result, so
+  // the effect may have happened (ask the provider, or pass it the same key).
+  // If fn throws, the key is marked failed (the next claim takes it at once)
+  // and the exception goes on: throw only when the effect did not happen.
+  // The claim itself is held for `lease` (default: ttl) while fn runs: the
+  // run's own retry takes it back at once if this attempt dies, another
+  // owner only once it expires, so give a shorter lease where other runs
+  // share the key and should not wait a whole ttl for a crashed one.
+  // Throws Failure: "idempotency_in_progress" (retryable) while another
+  // owner holds the key; "idempotency_error" (retryable) when the database
+  // failed a call or the run lost the key before storing its result;
+  // "idempotency_refused" (permanent) for an invalid key or result.
+  template <class Fn>
+  Json once(const std::string& key, std::chrono::milliseconds ttl, Fn&& fn,
+            std::optional<std::chrono::milliseconds> lease = std::nullopt) {
+    const IdempotencyState state = idempotency_claim(key, lease.value_or(ttl));
+    if (state.status == IdempotencyState::Status::kCompleted) return state.result;
+    if (state.status == IdempotencyState::Status::kInProgress) {
+      throw Failure("idempotency_in_progress",
+                    "idempotency key '" + key + "' is in progress under " + state.owner +
+                        " until " + state.expires_at,
+                    true);
+    }
+    Json result;
+    try {
+      if constexpr (std::is_invocable_v<Fn&, const IdempotencyState&>) {
+        result = fn(state);
+      } else {
+        result = fn();
+      }
+    } catch (const std::exception& e) {
+      FailQuietly(key, e.what());
+      throw;
+    } catch (...) {
+      FailQuietly(key, "unknown exception");
+      throw;
+    }
+    idempotency_complete(key, result, ttl);
+    return result;
+  }
+
+  // The three calls once is made of, for steps that need more control.
+  IdempotencyState idempotency_claim(const std::string& key, std::chrono::milliseconds lease) {
+    RequireIdempotency();
+    cairn_bytes out{nullptr, 0};
+    Check(host()->idempotency_claim(ctx_, key.c_str(), static_cast<int64_t>(lease.count()), &out));
+    const Json json = Parse(out);
+    IdempotencyState state;
+    const std::string status = json.value("status", "");
+    state.status = status == "completed"     ? IdempotencyState::Status::kCompleted
+                   : status == "in_progress" ? IdempotencyState::Status::kInProgress
+                                             : IdempotencyState::Status::kClaimed;
+    state.in_doubt = json.value("in_doubt", false);
+    state.key = json.value("key", key);
+    state.owner = Text(json, "owner");
+    state.expires_at = Text(json, "expires_at");
+    state.claims = json.value("claims", 0);
+    if (json.contains("result")) state.result = json.at("result");
+    state.error = Text(json, "error");
+    return state;
+  }
+
+  void idempotency_complete(const std::string& key, const Json& result,
+                            std::chrono::milliseconds ttl) {
+    RequireIdempotency();
+    const std::string text = result.dump();
+    Check(host()->idempotency_complete(ctx_, key.c_str(), cairn_bytes{text.data(), text.size()},
+                                       static_cast<int64_t>(ttl.count())));
+  }
+
+  void idempotency_fail(const std::string& key, const std::string& error) {
+    RequireIdempotency();
+    Check(host()->idempotency_fail(ctx_, key.c_str(), error.c_str()));
+  }
+
   void log(LogLevel level, const std::string& message) const {
     host()->log(ctx_, static_cast<cairn_log_level>(level), message.c_str());
   }
@@ -312,6 +414,29 @@ class StepContext {
   cairn_step_ctx* raw_ctx() const { return ctx_; }
 
  private:
+  void RequireIdempotency() const {
+    if (host()->struct_size <
+        offsetof(cairn_host_api, idempotency_fail) + sizeof(host()->idempotency_fail)) {
+      throw Failure("plugin_error", "the host is older than ABI 1.3 and has no idempotency store",
+                    false);
+    }
+  }
+  void Check(cairn_result result) const {
+    if (result == CAIRN_OK) return;
+    const bool retryable = result == CAIRN_RETRY;
+    throw Failure(retryable ? "idempotency_error" : "idempotency_refused", host()->last_error(ctx_),
+                  retryable);
+  }
+  // Marks key failed on the way out of once. The exception that got us here
+  // is what the step reports; if this call fails too, the key stays in
+  // progress until its lease ends, in doubt, as after a crash.
+  void FailQuietly(const std::string& key, const char* error) const noexcept {
+    host()->idempotency_fail(ctx_, key.c_str(), error);
+  }
+  static std::string Text(const Json& json, const char* field) {
+    const auto it = json.find(field);
+    return it != json.end() && it->is_string() ? it->get<std::string>() : std::string();
+  }
   static Json Parse(cairn_bytes bytes) {
     if (bytes.len == 0) return Json();
     return Json::parse(bytes.data, bytes.data + bytes.len);

@@ -10,8 +10,9 @@
 //                  "amount_cents": 1800, "schema": "cairn_example"}
 // Every step but await_payment is transactional: it writes to
 // <schema>.reservations or <schema>.orders (created by schema.sql) in the
-// transaction of its own checkpoint. Steps keep no state between calls, so
-// they are reentrant.
+// transaction of its own checkpoint. charge_payment also has an effect
+// outside the database, the card charge, made once with ctx.once. Steps keep
+// no state between calls, so they are reentrant.
 #include <cairn/sdk.hpp>
 #include <string>
 
@@ -54,15 +55,38 @@ Outcome ReserveStock(StepContext& ctx) {
   return cairn::sdk::Next();
 }
 
-// Records the charge in the same transaction as the step's checkpoint: the
-// row exists exactly when the run has moved past this step.
+// Charges the card at the payment provider once, whatever happens to this
+// step (a retry, a timeout, a worker killed after the charge): ctx.once
+// claims the key charge:<order_id> in the idempotency store, calls the
+// provider only when the claim is this run's, and stores the provider's
+// answer, which every later attempt gets back instead of charging again.
+// Then records the charge in the same transaction as the step's checkpoint:
+// the row exists exactly when the run has moved past this step.
 Outcome ChargePayment(StepContext& ctx) {
   const std::string order_id = OrderId(ctx);
   const int64_t amount_cents = ctx.input().value("amount_cents", int64_t{0});
   if (amount_cents < 0) return cairn::sdk::FailPermanent("bad_input", "amount_cents < 0");
+  const Json charge = ctx.once(
+      "charge:" + order_id, std::chrono::hours(24 * 7),
+      [&](const cairn::sdk::IdempotencyState& claim) {
+        // A real step calls the provider's API here, passing the same
+        // key as its own idempotency key, so that a charge in doubt
+        // (claim.in_doubt: an earlier attempt died mid-call) is not
+        // made twice at the provider either.
+        const std::string charge_id =
+            std::string("ch_") + ctx.run_id() + "_" + std::to_string(claim.claims);
+        ctx.info("payment provider: charged " + std::to_string(amount_cents) + " cents for order " +
+                 order_id + " as " + charge_id +
+                 (claim.in_doubt ? " (in doubt: an earlier attempt may have charged)" : ""));
+        return Json{{"charge_id", charge_id}, {"amount_cents", amount_cents}};
+      },
+      // The claim is held this long while the provider is called: another
+      // run for the same order waits at most this for a crashed one.
+      std::chrono::minutes(10));
   ctx.sql("INSERT INTO " + Table(ctx, "orders") + " (order_id, amount_cents) VALUES ($1, $2)",
           order_id, amount_cents);
   ctx.set("charged_cents", amount_cents);
+  ctx.set("charge_id", charge.at("charge_id"));
   return cairn::sdk::Next();
 }
 

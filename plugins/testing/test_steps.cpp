@@ -7,6 +7,7 @@
 #include <cairn/sdk.hpp>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -293,6 +294,48 @@ Outcome Hang(StepContext&) {
   while (true) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
+// An effect outside the database: a line appended to a file.
+void AppendLine(const std::string& path, const std::string& line) {
+  std::FILE* file = std::fopen(path.c_str(), "a");
+  if (file == nullptr) throw cairn::sdk::Failure("bad_input", "cannot open " + path, false);
+  std::fputs((line + "\n").c_str(), file);
+  std::fclose(file);
+}
+
+// Makes an effect once per input.key with ctx.once (ttl input.ttl_ms,
+// default 1 h): the effect appends "<key> <run id> <attempt> <in_doubt>" to
+// input.effects_file and lasts input.effect_ms. Only in the invocation that
+// made the effect with a claim not in doubt, input.hang_in_effect hangs
+// after the effect but before the key completes, and
+// input.hang_after_effect hangs after it completed, before the checkpoint
+// (a minute each; a kill or the step's timeout ends them). Sets
+// context.once: the result, whether this invocation made the effect, and
+// whether its claim was in doubt.
+Outcome OnceEffect(StepContext& ctx) {
+  const std::string key = ctx.input().value("key", "");
+  const std::string file = ctx.input().value("effects_file", "");
+  const auto ttl = std::chrono::milliseconds(ctx.input().value("ttl_ms", int64_t{3600000}));
+  const auto effect = std::chrono::milliseconds(ctx.input().value("effect_ms", int64_t{0}));
+  bool made = false;
+  bool in_doubt = false;
+  const Json result = ctx.once(key, ttl, [&](const cairn::sdk::IdempotencyState& state) {
+    made = true;
+    in_doubt = state.in_doubt;
+    AppendLine(file, key + " " + ctx.run_id() + " " + std::to_string(ctx.attempt()) + " " +
+                         (in_doubt ? "in_doubt" : "clean"));
+    std::this_thread::sleep_for(effect);
+    if (!in_doubt && ctx.input().value("hang_in_effect", false)) {
+      std::this_thread::sleep_for(std::chrono::minutes(1));
+    }
+    return Json{{"charged_by", ctx.run_id()}, {"key", key}};
+  });
+  if (made && !in_doubt && ctx.input().value("hang_after_effect", false)) {
+    std::this_thread::sleep_for(std::chrono::minutes(1));
+  }
+  ctx.set("once", {{"result", result}, {"made_effect", made}, {"in_doubt", in_doubt}});
+  return cairn::sdk::Next();
+}
+
 }  // namespace
 
 // clang-format off
@@ -326,5 +369,6 @@ CAIRN_PLUGIN("test_steps", "1.0.0",
              CAIRN_STEP("start_children", StartChildren),
              CAIRN_STEP("child_work", ChildWork),
              CAIRN_STEP("echo", Echo),
-             CAIRN_STEP("process_id", ProcessId))
+             CAIRN_STEP("process_id", ProcessId),
+             CAIRN_STEP("once_effect", OnceEffect))
 // clang-format on

@@ -1,3 +1,2 @@
-DELETE FROM {schema}.idempotency_keys
-WHERE key = $1 AND owner = $2 AND status = 'in_progress'
-RETURNING key
+-- Marks a key its owner holds failed (claimable again); false when it does not.
+SELECT {schema}.idempotency_fail($1, $2, $3, $4)

@@ -1,1 +1,2 @@
-SELECT *, expires_at <= now() AS expired FROM {schema}.idempotency_keys WHERE key = $1
+-- A key's record, or no row.
+SELECT * FROM {schema}.idempotency_get($1, $2)

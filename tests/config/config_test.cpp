@@ -85,9 +85,9 @@ void ExpectDefaults(const DaemonConfig& c) {
   EXPECT_TRUE(c.plugins.isolation_by_workflow.empty());
   EXPECT_EQ(c.plugins.memory_limit, 0u);
   // Eight slots, and the poller, lease keeper, sweeper, schedule service,
-  // LISTEN, retention and the backlog reader.
-  EXPECT_EQ(c.FixedConnections(), 7);
-  EXPECT_EQ(c.EffectivePoolSize(), 15);
+  // idempotency session, LISTEN, retention and the backlog reader.
+  EXPECT_EQ(c.FixedConnections(), 8);
+  EXPECT_EQ(c.EffectivePoolSize(), 16);
   EXPECT_EQ(c.EffectiveConcurrency(), 8);
   EXPECT_EQ(c.EffectiveClaimBatch(), 8);
 }

@@ -447,7 +447,7 @@ TEST_F(DaemonE2E, SighupReloadsQueuesSlotsAndWorkflowsWithoutDroppingARun) {
         SourceDir() + "/tests/workflows/e2e.yaml, " + added + "]\n");
   daemon->Signal(SIGHUP);
   ASSERT_TRUE(daemon->WaitForLog("SIGHUP: reloaded", 20s)) << daemon->Log();
-  EXPECT_NE(daemon->Log().find("queues [default, other], 3 slots, 10 definitions"),
+  EXPECT_NE(daemon->Log().find("queues [default, other], 3 slots, 12 definitions"),
             std::string::npos)
       << daemon->Log();
 

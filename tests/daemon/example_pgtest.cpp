@@ -77,6 +77,13 @@ class ExampleOrder : public DaemonTest {
 
   std::string Log() const { return daemon_ ? daemon_->Log() : ""; }
 
+  int CountInLog(const std::string& text) const {
+    const std::string log = Log();
+    int count = 0;
+    for (auto at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) ++count;
+    return count;
+  }
+
   std::unique_ptr<DaemonProcess> daemon_;
 };
 
@@ -89,6 +96,13 @@ TEST_F(ExampleOrder, APaidOrderShips) {
   EXPECT_EQ(Shop("A-1"), "shipped/charged");
   EXPECT_EQ(RunColumn(id, "output->>'charged_cents'"), "1800");
   EXPECT_EQ(Compensated(id), "");
+  // The card was charged once, through the idempotency store, in the run's
+  // namespace and owned by the run; the run carries the provider's answer.
+  EXPECT_EQ(Sql("SELECT status || ' ' || owner || ' ' || claims || ' ' || (result->>'charge_id') "
+                "FROM {s}.idempotency_keys WHERE namespace = 'default' AND key = 'charge:A-1'"),
+            "completed run:" + id + " 1 ch_" + id + "_1");
+  EXPECT_EQ(RunColumn(id, "context->>'charge_id'"), "ch_" + id + "_1");
+  EXPECT_EQ(CountInLog("payment provider: charged 1800 cents for order A-1"), 1);
 }
 
 TEST_F(ExampleOrder, AnUndeliverableOrderIsRefundedThenReleased) {

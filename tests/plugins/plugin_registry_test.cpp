@@ -416,24 +416,40 @@ TEST_F(PluginRegistryTest, ExampleReserveStockWritesAReservation) {
   EXPECT_EQ(bad.error_code, "bad_input");
 }
 
-TEST_F(PluginRegistryTest, ExampleChargePaymentWritesThroughTheStepTransaction) {
+TEST_F(PluginRegistryTest, ExampleReserveStockWritesThroughTheStepTransaction) {
+  RecordingSql sql;
+  Invocation inv;
+  inv.input = {{"order_id", "A-1"}, {"sku", "mug"}, {"quantity", 2}, {"schema", "shop"}};
+  inv.sql = &sql;
+  const StepOutcome outcome = inv.Run(registry_, "reserve_stock");
+  EXPECT_EQ(outcome.kind, OutcomeKind::kNext) << outcome.error_message;
+  EXPECT_EQ(outcome.context_updates, (Json{{"reserved", {{"sku", "mug"}, {"quantity", 2}}}}));
+  ASSERT_EQ(sql.statements.size(), 1u);
+  EXPECT_EQ(sql.statements[0].sql,
+            "INSERT INTO \"shop\".reservations (order_id, sku, quantity) VALUES ($1, $2, $3)");
+  EXPECT_EQ(sql.statements[0].params, Json::array({"A-1", "mug", 2}));
+}
+
+// The example's charge goes through the idempotency store or not at all:
+// where the host offers none, the step fails for good before it charges or
+// records anything (tests/daemon/example_pgtest.cpp charges for real).
+TEST_F(PluginRegistryTest, ExampleChargePaymentChargesOnlyThroughTheIdempotencyStore) {
   RecordingSql sql;
   Invocation inv;
   inv.input = {{"order_id", "A-1"}, {"amount_cents", 1800}, {"schema", "shop"}};
   inv.sql = &sql;
   const StepOutcome outcome = inv.Run(registry_, "charge_payment");
-  EXPECT_EQ(outcome.kind, OutcomeKind::kNext) << outcome.error_message;
-  EXPECT_EQ(outcome.context_updates, (Json{{"charged_cents", 1800}}));
-  ASSERT_EQ(sql.statements.size(), 1u);
-  EXPECT_EQ(sql.statements[0].sql,
-            "INSERT INTO \"shop\".orders (order_id, amount_cents) VALUES ($1, $2)");
-  EXPECT_EQ(sql.statements[0].params, Json::array({"A-1", 1800}));
+  EXPECT_EQ(outcome.kind, OutcomeKind::kFail);
+  EXPECT_FALSE(outcome.retryable);
+  EXPECT_EQ(outcome.error_code, "idempotency_refused");
+  EXPECT_TRUE(sql.statements.empty());
+  EXPECT_EQ(outcome.context_updates, Json::object());
 }
 
 TEST_F(PluginRegistryTest, SqlIsRefusedOutsideATransactionalStep) {
   Invocation inv;
-  inv.input = {{"order_id", "A-1"}, {"amount_cents", 1800}};
-  const StepOutcome outcome = inv.Run(registry_, "charge_payment");
+  inv.input = {{"order_id", "A-1"}, {"sku", "mug"}, {"quantity", 2}};
+  const StepOutcome outcome = inv.Run(registry_, "reserve_stock");
   EXPECT_EQ(outcome.kind, OutcomeKind::kFail);
   EXPECT_FALSE(outcome.retryable);
   EXPECT_EQ(outcome.error_code, "sql_refused");
@@ -949,6 +965,23 @@ TEST_F(RawAbiTest, MisusingChildRunsFailsTheStepPermanently) {
   EXPECT_NE(o.error_message.find("empty workflow name"), std::string::npos) << o.error_message;
 }
 
+// ---- The idempotency store (ABI 1.3) -------------------------------------------
+
+// A caller that offers no idempotency store (a test's bare StepCall) refuses
+// once's claim with a message saying so; the step fails for good, with
+// nothing run and no effect made.
+TEST_F(PluginRegistryTest, OnceWhereTheHostOffersNoIdempotencyStoreIsRefused) {
+  Invocation invocation;
+  invocation.input = {{"key", "charge-1"}, {"effects_file", "/nonexistent/effects"}};
+  const StepOutcome o = invocation.Run(registry_, "once_effect");
+  EXPECT_EQ(o.kind, OutcomeKind::kFail);
+  EXPECT_FALSE(o.retryable);
+  EXPECT_EQ(o.error_code, "idempotency_refused");
+  EXPECT_NE(o.error_message.find("offers no idempotency store to step 'once_effect'"),
+            std::string::npos)
+      << o.error_message;
+}
+
 // ---- The SDK on an older host -----------------------------------------------
 
 // A host table as a 1.1 host has it (no start_child, no wait_children) that
@@ -992,6 +1025,27 @@ TEST(SdkOnAnOlderHost, ChildRunsNeedAbi12) {
   EXPECT_EQ(sdk::detail::InvokeStep(const_cast<sdk::StepDef*>(&wait), &call, nullptr), CAIRN_ERROR);
   EXPECT_EQ(OldHost::code, "plugin_error");
   EXPECT_NE(OldHost::message.find("older than ABI 1.2"), std::string::npos) << OldHost::message;
+}
+
+TEST(SdkOnAnOlderHost, OnceNeedsAbi13) {
+  cairn_host_api host{};
+  host.struct_size = offsetof(cairn_host_api, wait_children) + sizeof(host.wait_children);
+  host.abi_major = CAIRN_ABI_MAJOR;
+  host.abi_minor = 2;
+  host.fail = &OldHost::Fail;
+  cairn_step_call call{};
+  call.struct_size = sizeof(call);
+  call.host = &host;
+  OldHost::code.clear();
+  OldHost::message.clear();
+  const sdk::StepDef once{"once", [](sdk::StepContext& ctx) {
+                            ctx.once("charge-1", std::chrono::hours(1), [] { return Json(1); });
+                            return sdk::Next();
+                          }};
+  EXPECT_EQ(sdk::detail::InvokeStep(const_cast<sdk::StepDef*>(&once), &call, nullptr), CAIRN_ERROR);
+  EXPECT_EQ(OldHost::code, "plugin_error");
+  EXPECT_EQ(OldHost::retryable, 0);
+  EXPECT_NE(OldHost::message.find("older than ABI 1.3"), std::string::npos) << OldHost::message;
 }
 
 }  // namespace

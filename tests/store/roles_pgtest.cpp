@@ -150,6 +150,19 @@ const RoleCase kRoleCases[] = {
     {"signal", "SELECT {s}.signal('payment:1', '{\"ok\": true}'::jsonb)", true, true, true, false},
     {"cancel a run", "SELECT * FROM {s}.cancel_run('{run}', 'test')", true, true, true, false},
     {"retry a run", "SELECT * FROM {s}.retry_run('{failed}')", true, true, true, false},
+    {"claim an idempotency key",
+     "SELECT * FROM {s}.idempotency_claim('charge-1', 'app-1', interval '1 minute', 'shop')", true,
+     true, true, false},
+    {"complete an idempotency key",
+     "SELECT {s}.idempotency_complete('charge-2', 'app-1', '{}', interval '1 day')", true, true,
+     true, false},
+    {"fail an idempotency key", "SELECT {s}.idempotency_fail('charge-3', 'app-1', 'declined')",
+     true, true, true, false},
+    {"read an idempotency key", "SELECT * FROM {s}.idempotency_get('charge-1', 'shop')", true, true,
+     true, false},
+    {"forge an idempotency result",
+     "UPDATE {s}.idempotency_keys SET result = '{}', status = 'completed', completed_at = now()",
+     true, true, false, false},
     {"read runs", "SELECT count(*) FROM {s}.runs", true, true, true, false},
     {"read history", "SELECT count(*) FROM {s}.run_events", true, true, true, false},
     {"read waits", "SELECT count(*) FROM {s}.wait_records", true, true, true, false},
@@ -236,8 +249,10 @@ TEST_F(RolesTest, TheApplicationCannotForgeAnEventOrCompleteARun) {
 TEST_F(RolesTest, ApiFunctionsRunAsTheOwnerWithAPinnedSearchPath) {
   const std::string pinned =
       Sql("SELECT 'search_path=pg_catalog, ' || quote_ident('" + schema() + "') || ', pg_temp'");
-  for (const char* name : {"start_run", "start_run_outcome", "signal", "cancel_run", "retry_run",
-                           "delete_finished_runs"}) {
+  for (const char* name :
+       {"start_run", "start_run_outcome", "signal", "cancel_run", "retry_run",
+        "delete_finished_runs", "idempotency_claim", "idempotency_complete", "idempotency_fail",
+        "idempotency_get"}) {
     EXPECT_EQ(
         Sql(std::string("SELECT string_agg(p.prosecdef::text || ' ' || "
                         "pg_get_userbyid(p.proowner) || ' ' || array_to_string(p.proconfig, "
@@ -265,7 +280,8 @@ TEST_F(RolesTest, NoFunctionOfTheSchemaIsCallableByPublic) {
                 "WHERE p.pronamespace = '{s}'::regnamespace "
                 "AND has_function_privilege('" +
                 app_ + "', p.oid, 'EXECUTE')"),
-            "cancel_run, retry_run, signal, start_run, start_run_outcome");
+            "cancel_run, idempotency_claim, idempotency_complete, idempotency_fail, "
+            "idempotency_get, retry_run, signal, start_run, start_run_outcome");
 }
 
 TEST_F(RolesTest, EveryObjectBelongsToTheOwnerRole) {

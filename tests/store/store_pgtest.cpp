@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <optional>
 #include <set>
@@ -836,42 +837,72 @@ TEST_F(StoreWaits, CancelWaitCancelsOnlyLiveWaits) {
 class StoreIdempotency : public StoreTest {
  protected:
   IdempotencyClaim Claim(const std::string& key, const std::string& owner,
-                         std::chrono::milliseconds lease = 60s) {
+                         std::chrono::milliseconds lease = 60s, const std::string& ns = "default") {
     return conn().Transact(
-        [&](store::Tx& tx) { return store::ClaimIdempotencyKey(tx, key, owner, lease); });
+        [&](store::Tx& tx) { return store::ClaimIdempotencyKey(tx, ns, key, owner, lease); });
   }
   bool Complete(const std::string& key, const std::string& owner, const Json& result,
-                std::chrono::milliseconds ttl = 24h) {
+                std::chrono::milliseconds ttl = 24h, const std::string& ns = "default") {
+    return conn().Transact([&](store::Tx& tx) {
+      return store::CompleteIdempotencyKey(tx, ns, key, owner, result, ttl);
+    });
+  }
+  bool Fail(const std::string& key, const std::string& owner, const std::string& error = "boom") {
     return conn().Transact(
-        [&](store::Tx& tx) { return store::CompleteIdempotencyKey(tx, key, owner, result, ttl); });
+        [&](store::Tx& tx) { return store::FailIdempotencyKey(tx, "default", key, owner, error); });
   }
-  bool Fail(const std::string& key, const std::string& owner) {
-    return conn().Transact(
-        [&](store::Tx& tx) { return store::FailIdempotencyKey(tx, key, owner); });
+  std::optional<IdempotencyRecord> Record(const std::string& key,
+                                          const std::string& ns = "default") {
+    return conn().Transact([&](store::Tx& tx) { return store::GetIdempotencyRecord(tx, ns, key); });
   }
-  std::optional<IdempotencyRecord> Record(const std::string& key) {
-    return conn().Transact([&](store::Tx& tx) { return store::GetIdempotencyRecord(tx, key); });
-  }
-  std::optional<Json> Result(const std::string& key) {
-    return conn().Transact([&](store::Tx& tx) { return store::IdempotencyResult(tx, key); });
+  std::optional<Json> Result(const std::string& key, const std::string& ns = "default") {
+    return conn().Transact([&](store::Tx& tx) { return store::IdempotencyResult(tx, ns, key); });
   }
   std::string KeyColumn(const std::string& key, const std::string& column) const {
     return Sql("SELECT " + column + " FROM {s}.idempotency_keys WHERE key = '" + key + "'");
   }
 };
 
-TEST_F(StoreIdempotency, FirstOwnerClaimsAndASecondSeesInProgress) {
-  EXPECT_EQ(Claim("charge-1", "owner-a").status, IdempotencyClaimStatus::kClaimed);
+TEST_F(StoreIdempotency, FirstOwnerClaimsAndASecondSeesInProgressWithItsExpiry) {
+  IdempotencyClaim first = Claim("charge-1", "owner-a");
+  EXPECT_EQ(first.status, IdempotencyClaimStatus::kClaimed);
+  EXPECT_FALSE(first.in_doubt);
+  EXPECT_EQ(first.record.claims, 1);
   IdempotencyClaim second = Claim("charge-1", "owner-b");
   EXPECT_EQ(second.status, IdempotencyClaimStatus::kInProgress);
-  EXPECT_FALSE(second.result.has_value());
-  // The holder itself asking again is also told it is in progress.
-  EXPECT_EQ(Claim("charge-1", "owner-a").status, IdempotencyClaimStatus::kInProgress);
+  EXPECT_FALSE(second.record.result.has_value());
+  EXPECT_EQ(second.record.owner, std::optional<std::string>("owner-a"));
+  EXPECT_EQ(KeyColumn("charge-1", "expires_at = '" + second.record.expires_at + "'::timestamptz"),
+            "t");
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.idempotency_keys WHERE key = 'charge-1'"
                    " AND status = 'in_progress' AND owner = 'owner-a' AND result IS NULL"
                    " AND expires_at > now() + interval '55 seconds'"),
             1);
   EXPECT_FALSE(Result("charge-1").has_value());
+}
+
+// The owner asking again took its own claim back: its earlier attempt died
+// (or gave up) before completing, so whether the effect happened is in doubt.
+TEST_F(StoreIdempotency, TheOwnerReclaimingItsOwnClaimTakesItBackInDoubt) {
+  Claim("charge-1", "run-1");
+  IdempotencyClaim again = Claim("charge-1", "run-1");
+  EXPECT_EQ(again.status, IdempotencyClaimStatus::kClaimed);
+  EXPECT_TRUE(again.in_doubt);
+  EXPECT_EQ(again.record.claims, 2);
+  EXPECT_EQ(KeyColumn("charge-1", "status || ' ' || owner || ' ' || claims"),
+            "in_progress run-1 2");
+}
+
+TEST_F(StoreIdempotency, KeysAreScopedByNamespace) {
+  EXPECT_EQ(Claim("charge-1", "owner-a", 60s, "shop").status, IdempotencyClaimStatus::kClaimed);
+  EXPECT_EQ(Claim("charge-1", "owner-b", 60s, "billing").status, IdempotencyClaimStatus::kClaimed);
+  EXPECT_TRUE(Complete("charge-1", "owner-a", Json{{"in", "shop"}}, 1h, "shop"));
+  EXPECT_FALSE(Complete("charge-1", "owner-a", Json{{"in", "billing"}}, 1h, "billing"));
+  EXPECT_EQ(Result("charge-1", "shop"), std::optional<Json>(Json{{"in", "shop"}}));
+  EXPECT_FALSE(Result("charge-1", "billing").has_value());
+  EXPECT_FALSE(Record("charge-1").has_value());  // nothing in "default"
+  EXPECT_EQ(Record("charge-1", "billing")->status, "in_progress");
+  EXPECT_EQ(Record("charge-1", "shop")->namespace_name, "shop");
 }
 
 TEST_F(StoreIdempotency, CompletedKeyReturnsTheCachedResult) {
@@ -880,12 +911,16 @@ TEST_F(StoreIdempotency, CompletedKeyReturnsTheCachedResult) {
 
   IdempotencyClaim again = Claim("charge-1", "owner-b");
   EXPECT_EQ(again.status, IdempotencyClaimStatus::kCompleted);
-  EXPECT_EQ(again.result, std::optional<Json>(Json{{"receipt", "r-9"}}));
+  EXPECT_EQ(again.record.result, std::optional<Json>(Json{{"receipt", "r-9"}}));
   EXPECT_EQ(Result("charge-1"), std::optional<Json>(Json{{"receipt", "r-9"}}));
+  // The owner itself is served the result too: a completed key is never
+  // claimed again before it expires.
+  EXPECT_EQ(Claim("charge-1", "owner-a").status, IdempotencyClaimStatus::kCompleted);
 
   auto record = Record("charge-1");
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->key, "charge-1");
+  EXPECT_EQ(record->namespace_name, "default");
   EXPECT_EQ(record->status, "completed");
   EXPECT_EQ(record->owner, std::optional<std::string>("owner-a"));
   EXPECT_EQ(record->result, std::optional<Json>(Json{{"receipt", "r-9"}}));
@@ -911,11 +946,13 @@ TEST_F(StoreIdempotency, CompleteByAnotherOwnerIsRefused) {
   EXPECT_EQ(KeyColumn("charge-1", "result IS NULL"), "t");
 }
 
-TEST_F(StoreIdempotency, ExpiredInProgressClaimIsReclaimedByAnotherOwner) {
+TEST_F(StoreIdempotency, ExpiredInProgressClaimIsReclaimedByAnotherOwnerInDoubt) {
   EXPECT_EQ(Claim("charge-1", "owner-a", -1ms).status, IdempotencyClaimStatus::kClaimed);
   EXPECT_TRUE(Record("charge-1")->expired);
 
-  EXPECT_EQ(Claim("charge-1", "owner-b").status, IdempotencyClaimStatus::kClaimed);
+  IdempotencyClaim taken = Claim("charge-1", "owner-b");
+  EXPECT_EQ(taken.status, IdempotencyClaimStatus::kClaimed);
+  EXPECT_TRUE(taken.in_doubt);
   EXPECT_EQ(KeyColumn("charge-1", "owner"), "owner-b");
   EXPECT_FALSE(Record("charge-1")->expired);
   // The first owner lost it: its completion and its failure are refused.
@@ -938,25 +975,74 @@ TEST_F(StoreIdempotency, ExpiredResultIsNotServedAndTheKeyCanBeClaimedAgain) {
   EXPECT_TRUE(Record("charge-1")->expired);
   IdempotencyClaim again = Claim("charge-1", "owner-b");
   EXPECT_EQ(again.status, IdempotencyClaimStatus::kClaimed);
+  EXPECT_FALSE(again.in_doubt);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.idempotency_keys WHERE key = 'charge-1'"
                    " AND status = 'in_progress' AND owner = 'owner-b' AND result IS NULL"
                    " AND completed_at IS NULL"),
             1);
 }
 
-TEST_F(StoreIdempotency, FailDropsTheInProgressClaim) {
+TEST_F(StoreIdempotency, FailedKeyIsKeptWithItsErrorAndClaimableAgain) {
   Claim("charge-1", "owner-a");
   EXPECT_FALSE(Fail("charge-1", "owner-b"));
-  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.idempotency_keys"), 1);
-  EXPECT_TRUE(Fail("charge-1", "owner-a"));
-  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.idempotency_keys"), 0);
-  EXPECT_EQ(Claim("charge-1", "owner-b").status, IdempotencyClaimStatus::kClaimed);
+  EXPECT_EQ(KeyColumn("charge-1", "status"), "in_progress");
+  EXPECT_TRUE(Fail("charge-1", "owner-a", "card declined"));
+  auto failed = Record("charge-1");
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_EQ(failed->status, "failed");
+  EXPECT_EQ(failed->error, std::optional<std::string>("card declined"));
+  EXPECT_FALSE(Fail("charge-1", "owner-a"));  // no longer in progress
 
-  // A completed key is not dropped by a failure.
+  // Claimable at once, by anyone, and not in doubt: the effect did not happen.
+  IdempotencyClaim again = Claim("charge-1", "owner-b");
+  EXPECT_EQ(again.status, IdempotencyClaimStatus::kClaimed);
+  EXPECT_FALSE(again.in_doubt);
+  EXPECT_EQ(again.record.error, std::optional<std::string>("card declined"));
+  EXPECT_EQ(KeyColumn("charge-1", "status || ' ' || owner || ' ' || (error IS NULL)"),
+            "in_progress owner-b true");
+
+  // A completed key is not failed.
   Complete("charge-1", "owner-b", Json{{"ok", true}});
   EXPECT_FALSE(Fail("charge-1", "owner-b"));
   EXPECT_EQ(KeyColumn("charge-1", "status"), "completed");
-  EXPECT_THROW(Claim("", "owner-a"), InvalidArgumentError);
+}
+
+TEST_F(StoreIdempotency, InvalidKeysOwnersAndResultsAreRefusedAndChangeNothing) {
+  const std::vector<std::pair<std::function<void()>, std::string>> refused = {
+      {[&] { Claim("", "owner-a"); }, "the idempotency key is empty"},
+      {[&] { Claim("charge-1", ""); }, "the idempotency owner is empty"},
+      {[&] { Claim("charge-1", "owner-a", 60s, ""); }, "the idempotency namespace is empty"},
+      {[&] { Claim(std::string(513, 'k'), "owner-a"); },
+       "the idempotency key is 513 bytes, over the limit of 512 bytes"},
+  };
+  for (const auto& [call, message] : refused) {
+    auto error = Catch<Error>(call);
+    EXPECT_EQ(error.kind(), ErrorKind::kInvalidArgument) << error.what();
+    EXPECT_THAT(error.what(), HasSubstr(message));
+  }
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.idempotency_keys"), 0);
+  Claim("charge-1", "owner-a");
+  Sql("UPDATE {s}.limits SET value = 100 WHERE name = 'max_idempotency_result_bytes'");
+  auto error = Catch<Error>([&] {
+    Complete("charge-1", "owner-a", Json{{"big", std::string(200, 'x')}});
+  });
+  EXPECT_EQ(error.kind(), ErrorKind::kInvalidArgument);
+  EXPECT_THAT(error.what(), HasSubstr("max_idempotency_result_bytes"));
+  EXPECT_EQ(KeyColumn("charge-1", "status"), "in_progress");
+}
+
+TEST_F(StoreIdempotency, RetentionDeletesExpiredKeysOfEveryStatus) {
+  Claim("done", "owner-a");
+  Complete("done", "owner-a", Json{{"ok", true}}, -1ms);
+  Claim("failed", "owner-a", -1ms);
+  Fail("failed", "owner-a");
+  Claim("abandoned", "owner-a", -1ms);
+  Claim("live", "owner-a");
+  Claim("live", "owner-a", 60s, "other");
+  EXPECT_EQ(conn().Transact([](store::Tx& tx) { return store::CleanupIdempotencyKeys(tx); }), 3);
+  EXPECT_EQ(Sql("SELECT string_agg(namespace || '/' || key, ',' ORDER BY namespace) "
+                "FROM {s}.idempotency_keys"),
+            "default/live,other/live");
 }
 
 TEST_F(StoreIdempotency, CleanupRemovesExpiredKeysAndReturnsTheCount) {

@@ -8,6 +8,7 @@
 #include <barrier>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -173,8 +174,9 @@ TEST_F(StoreRace, EightClaimersOfOneIdempotencyKeyHaveOneClaim) {
     RunTogether(8, [&](int i, store::Connection& c) {
       const std::string owner = "owner-" + std::to_string(i);
       try {
-        auto claim = c.Transact(
-            [&](store::Tx& tx) { return store::ClaimIdempotencyKey(tx, key, owner, 60s); });
+        auto claim = c.Transact([&](store::Tx& tx) {
+          return store::ClaimIdempotencyKey(tx, "default", key, owner, 60s);
+        });
         if (claim.status == IdempotencyClaimStatus::kClaimed) {
           ++claimed;
           std::lock_guard lock(mutex);
@@ -192,6 +194,63 @@ TEST_F(StoreRace, EightClaimersOfOneIdempotencyKeyHaveOneClaim) {
         Sql("SELECT status || ' ' || owner FROM {s}.idempotency_keys WHERE key = '" + key + "'"),
         "in_progress " + winner);
   }
+}
+
+// Sixteen owners race through claim, effect and complete on the same keys,
+// each in its own order: every key has exactly one owner, whose result every
+// other owner is served once it completed; nobody ever claims a held key.
+TEST_F(StoreRace, SixteenOwnersRacingOnTheSameKeysEachKeyHasOneOwnerAndOneResult) {
+  constexpr int kKeys = 20;
+  std::mutex mutex;
+  std::map<std::string, std::vector<std::string>> owners_of;  // key -> who claimed it
+  std::map<std::string, std::set<std::string>> results_seen;  // key -> results served
+  RunTogether(16, [&](int i, store::Connection& c) {
+    const std::string owner = "owner-" + std::to_string(i);
+    std::vector<int> order(kKeys);
+    for (int k = 0; k < kKeys; ++k) order[k] = (k * 7 + i) % kKeys;
+    for (int k : order) {
+      const std::string key = "charge-" + std::to_string(k);
+      try {
+        // Until the key is completed: claim; a winner makes its effect and
+        // completes; a loser sees it in progress and asks again.
+        for (int tries = 0; tries < 2000; ++tries) {
+          auto claim = c.Transact([&](store::Tx& tx) {
+            return store::ClaimIdempotencyKey(tx, "race", key, owner, 60s);
+          });
+          if (claim.status == IdempotencyClaimStatus::kClaimed) {
+            {
+              std::lock_guard lock(mutex);
+              owners_of[key].push_back(owner);
+            }
+            const bool stored = c.Transact([&](store::Tx& tx) {
+              return store::CompleteIdempotencyKey(tx, "race", key, owner,
+                                                   Json{{"charged_by", owner}}, 1h);
+            });
+            EXPECT_TRUE(stored) << key << " " << owner;
+            continue;
+          }
+          if (claim.status == IdempotencyClaimStatus::kCompleted) {
+            std::lock_guard lock(mutex);
+            results_seen[key].insert(claim.record.result->at("charged_by").get<std::string>());
+            break;
+          }
+          std::this_thread::sleep_for(1ms);
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << owner << " " << key << ": " << e.what();
+      }
+    }
+  });
+  ASSERT_EQ(owners_of.size(), static_cast<size_t>(kKeys));
+  for (const auto& [key, owners] : owners_of) {
+    SCOPED_TRACE(key);
+    ASSERT_EQ(owners.size(), 1U);
+    EXPECT_EQ(results_seen[key], std::set<std::string>{owners.front()});
+  }
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.idempotency_keys WHERE namespace = 'race'"
+                   " AND status = 'completed' AND claims = 1"
+                   " AND result->>'charged_by' = owner"),
+            kKeys);
 }
 
 // A cancel that queues behind a step's commit (the step parks the run on a
