@@ -22,7 +22,7 @@
 # space-separated), CAIRN_TEST_JOBS (2), CAIRN_BUILD_JOBS (nproc), and any
 # extra arguments go to ctest instead of the default test selection (e.g.
 # scripts/sanitize.sh address -R '^Config'). scripts/test.sh runs the fuzz
-# mode and then the address mode (unless CAIRN_SANITIZE_STAGE=0).
+# mode, and then the address mode with CAIRN_SANITIZE_STAGE=1.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
