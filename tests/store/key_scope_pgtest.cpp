@@ -106,7 +106,8 @@ TEST_F(StoreKeyScope, AnUnknownScopeIsRefusedAndStartsNothing) {
     Sql("SELECT {s}.start_run('wf', p_key => 'k', p_key_scope => 'sometimes')");
     ADD_FAILURE() << "start_run accepted the scope 'sometimes'";
   } catch (const std::runtime_error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("the key scope must be forever or unfinished, got \"sometimes\""));
+    EXPECT_THAT(e.what(),
+                HasSubstr("the key scope must be forever or unfinished, got \"sometimes\""));
   }
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs"), 0);
 }
