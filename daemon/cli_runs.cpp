@@ -76,6 +76,7 @@ Json RunToJson(const Run& run) {
       {"lease_owner", optional(run.lease_owner)},
       {"lease_expires_at", optional(run.lease_expires_at)},
       {"parent_run_id", optional(run.parent_run_id)},
+      {"cancel_when", CancelWhen(run.child_options)},
       {"deadline_at", optional(run.deadline_at)},
       {"cancel_reason", optional(run.cancel_reason)},
       {"compensations", run.compensations},

@@ -68,11 +68,10 @@ Executor::CommittedPlan Executor::Commit(store::Tx& tx, StepPlan& plan) {
   const std::optional<std::string> report_to =
       plan.wait && plan.wait->children ? std::optional(plan.wait->correlation_key) : std::nullopt;
   auto started = plan.events.begin();
-  for (const auto& [workflow, input] : plan.children) {
+  for (const ChildStart& child : plan.children) {
     started = std::find_if(started, plan.events.end(),
                            [](const RunEvent& event) { return event.kind == "child_started"; });
-    (*started->value)["id"] =
-        store::StartChildRun(tx, plan.checkpoint.run_id, report_to, workflow, input);
+    (*started->value)["id"] = store::StartChildRun(tx, plan.checkpoint.run_id, report_to, child);
     ++started;
   }
   committed.checkpoint = store::SaveCheckpoint(tx, plan.checkpoint, plan.events);

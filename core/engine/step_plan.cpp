@@ -185,10 +185,13 @@ StepPlan PlanStep(const Run& run, const WorkflowDefinition& workflow, const Step
     plan.events.push_back(Lifecycle(run, step.name, attempt, "signal_sent", Json{{"key", key}}));
   }
   plan.children = outcome.children;
-  for (const auto& [workflow, input] : outcome.children) {
-    // The commit adds the id the child gets.
-    plan.events.push_back(
-        Lifecycle(run, step.name, attempt, "child_started", Json{{"workflow", workflow}}));
+  for (const ChildStart& child : outcome.children) {
+    // The commit adds the id the child gets. What the child asked for is
+    // named only when it asked for something, as a list of its options.
+    Json detail = {{"workflow", child.workflow}};
+    Json cancel_when = CancelWhen(child.options);
+    if (!cancel_when.empty()) detail["cancel_when"] = std::move(cancel_when);
+    plan.events.push_back(Lifecycle(run, step.name, attempt, "child_started", std::move(detail)));
   }
 
   auto complete = [&](Json output) {

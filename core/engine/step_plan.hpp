@@ -25,11 +25,10 @@ struct StepPlan {
   std::optional<ResumedWait> resumed;
   std::optional<NewWait> wait;
   std::vector<std::pair<std::string, Json>> signals;  // sent in the same commit
-  // Child runs (workflow, input) started in the same commit; they report to
-  // the plan's wait when it is a wait for children. events holds one
-  // "child_started" event per child, in this order, for the commit to add
-  // the child's id to.
-  std::vector<std::pair<std::string, Json>> children;
+  // Child runs started in the same commit; they report to the plan's wait
+  // when it is a wait for children. events holds one "child_started" event
+  // per child, in this order, for the commit to add the child's id to.
+  std::vector<ChildStart> children;
   // Set when the step's outcome could not be honoured (a jump to an unknown
   // step, an invalid wait, a compensation that waits...) and the plan is
   // this failure instead: a transactional step's own writes must roll back.

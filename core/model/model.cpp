@@ -91,6 +91,13 @@ ChildWait ParseChildWait(std::string_view name) {
                              "\" (one of: all, first)");
 }
 
+Json CancelWhen(const ChildOptions& options) {
+  Json names = Json::array();
+  if (options.cancel_when_parent_fails) names.push_back("parent_fails");
+  if (options.cancel_when_first_done) names.push_back("first_done");
+  return names;
+}
+
 std::string_view ToString(WaitStatus status) {
   for (const auto& [value, name] : kWaitStatusNames) {
     if (value == status) return name;

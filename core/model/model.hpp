@@ -49,6 +49,30 @@ enum class KeyScope { kForever, kUnfinished };
 std::string_view ToString(KeyScope scope);                     // "forever" | "unfinished"
 std::optional<KeyScope> ParseKeyScope(std::string_view name);  // nullopt: unknown
 
+// What a child run asked for when its parent started it: to be cancelled
+// along with the parent when the parent fails (however it does), and when
+// another child satisfies the parent's wait for the first of its children.
+// Cancelling the parent cancels every unfinished child whatever it asked.
+struct ChildOptions {
+  bool cancel_when_parent_fails = false;
+  bool cancel_when_first_done = false;
+  bool operator==(const ChildOptions& other) const {
+    return cancel_when_parent_fails == other.cancel_when_parent_fails &&
+           cancel_when_first_done == other.cancel_when_first_done;
+  }
+};
+
+// What a child asked for, as `cairn show` and the parent's child_started
+// event name it: ["parent_fails", "first_done"], empty for neither.
+Json CancelWhen(const ChildOptions& options);
+
+// A child run a step starts in its commit.
+struct ChildStart {
+  std::string workflow;
+  Json input = Json::object();
+  ChildOptions options;
+};
+
 struct Run {
   std::string id;
   std::string namespace_name;
@@ -81,6 +105,8 @@ struct Run {
   std::optional<RunStatus> final_status;
   // A child run: the parent's wait it reports to when it finishes.
   std::optional<std::string> parent_wait_key;
+  // A child run: when it is cancelled along with its parent, as it asked.
+  ChildOptions child_options;
   // When the whole run must have finished (database time), fixed when it
   // started; past it the run fails with code "deadline_exceeded".
   std::optional<std::string> deadline_at;

@@ -40,9 +40,8 @@ struct StepOutcome {
   // Signals to other runs (correlation key, payload), sent in the step's
   // commit; dropped when the step fails.
   std::vector<std::pair<std::string, Json>> signals;
-  // Child runs to start (workflow, input), in the step's commit; dropped
-  // when the step fails.
-  std::vector<std::pair<std::string, Json>> children;
+  // Child runs to start, in the step's commit; dropped when the step fails.
+  std::vector<ChildStart> children;
 };
 
 // A failure outcome for problems found by cairn rather than reported by the

@@ -274,20 +274,44 @@ cairn_result HostSignal(cairn_step_ctx* ctx, const char* key, cairn_bytes payloa
   });
 }
 
+// start_child and start_child_with: `call` names the host function in
+// refusals.
+cairn_result StartChild(cairn_step_ctx* ctx, const char* call, const char* workflow,
+                        cairn_bytes input_json, ChildOptions options) {
+  const std::string name(call);
+  if (IsEmpty(workflow)) return PluginMistake(ctx, name + ": empty workflow name");
+  if (!IsUtf8(workflow)) return PluginMistake(ctx, name + ": the workflow name is not valid UTF-8");
+  std::optional<Json> input = ParseJson(input_json, /*empty_is_null=*/true);
+  if (input && input->is_null() && input_json.len == 0) input = Json::object();
+  if (!input || !input->is_object()) {
+    return PluginMistake(
+        ctx, name + ": the input of a child of '" + workflow + "' is not a JSON object");
+  }
+  ctx->outcome.children.push_back({workflow, std::move(*input), options});
+  return CAIRN_OK;
+}
+
 cairn_result HostStartChild(cairn_step_ctx* ctx, const char* workflow, cairn_bytes input_json) {
   return HostCall(ctx, "start_child", [&] {
-    if (IsEmpty(workflow)) return PluginMistake(ctx, "start_child: empty workflow name");
-    if (!IsUtf8(workflow)) {
-      return PluginMistake(ctx, "start_child: the workflow name is not valid UTF-8");
+    return StartChild(ctx, "start_child", workflow, input_json, ChildOptions{});
+  });
+}
+
+cairn_result HostStartChildWith(cairn_step_ctx* ctx, const char* workflow, cairn_bytes input_json,
+                                uint32_t flags) {
+  return HostCall(ctx, "start_child_with", [&] {
+    constexpr uint32_t kKnown =
+        CAIRN_CHILD_CANCEL_WHEN_PARENT_FAILS | CAIRN_CHILD_CANCEL_WHEN_FIRST_DONE;
+    if ((flags & ~kKnown) != 0) {
+      return PluginMistake(ctx, "start_child_with: unknown flags " +
+                                    std::to_string(flags & ~kKnown) +
+                                    " (known: CAIRN_CHILD_CANCEL_WHEN_PARENT_FAILS, "
+                                    "CAIRN_CHILD_CANCEL_WHEN_FIRST_DONE)");
     }
-    std::optional<Json> input = ParseJson(input_json, /*empty_is_null=*/true);
-    if (input && input->is_null() && input_json.len == 0) input = Json::object();
-    if (!input || !input->is_object()) {
-      return PluginMistake(ctx, std::string("start_child: the input of a child of '") + workflow +
-                                    "' is not a JSON object");
-    }
-    ctx->outcome.children.emplace_back(workflow, std::move(*input));
-    return CAIRN_OK;
+    ChildOptions options;
+    options.cancel_when_parent_fails = (flags & CAIRN_CHILD_CANCEL_WHEN_PARENT_FAILS) != 0;
+    options.cancel_when_first_done = (flags & CAIRN_CHILD_CANCEL_WHEN_FIRST_DONE) != 0;
+    return StartChild(ctx, "start_child_with", workflow, input_json, options);
   });
 }
 
@@ -438,6 +462,7 @@ const cairn_host_api kHostApi = {
     .idempotency_claim = &HostIdempotencyClaim,
     .idempotency_complete = &HostIdempotencyComplete,
     .idempotency_fail = &HostIdempotencyFail,
+    .start_child_with = &HostStartChildWith,
 };
 
 }  // namespace

@@ -110,7 +110,13 @@ Json OutcomeToJson(const StepOutcome& o) {
   if (o.sleep_ms) json["sleep_ms"] = *o.sleep_ms;
   if (o.sleep_until) json["sleep_until"] = *o.sleep_until;
   for (const auto& [key, payload] : o.signals) json["signals"].push_back({key, payload});
-  for (const auto& [workflow, input] : o.children) json["children"].push_back({workflow, input});
+  for (const ChildStart& child : o.children) {
+    json["children"].push_back(
+        {child.workflow,
+         child.input,
+         {{"cancel_when_parent_fails", child.options.cancel_when_parent_fails},
+          {"cancel_when_first_done", child.options.cancel_when_first_done}}});
+  }
   return json;
 }
 
@@ -137,7 +143,11 @@ StepOutcome OutcomeFromJson(const Json& json) {
     o.signals.emplace_back(signal.at(0).get<std::string>(), signal.at(1));
   }
   for (const auto& child : json.at("children")) {
-    o.children.emplace_back(child.at(0).get<std::string>(), child.at(1));
+    ChildStart start{child.at(0).get<std::string>(), child.at(1), {}};
+    const Json& options = child.at(2);
+    start.options.cancel_when_parent_fails = options.at("cancel_when_parent_fails").get<bool>();
+    start.options.cancel_when_first_done = options.at("cancel_when_first_done").get<bool>();
+    o.children.push_back(std::move(start));
   }
   return o;
 }

@@ -304,6 +304,8 @@ Run DecodeRun(const pqxx::row& row) {
     run.final_status = ParseRunStatus(row["final_status"].c_str());
   }
   run.parent_wait_key = OptionalText(row["parent_wait_key"]);
+  run.child_options.cancel_when_parent_fails = row["cancel_when_parent_fails"].as<bool>();
+  run.child_options.cancel_when_first_done = row["cancel_when_first_done"].as<bool>();
   run.deadline_at = OptionalText(row["deadline_at"]);
   run.created_at = row["created_at"].c_str();
   run.updated_at = row["updated_at"].c_str();

@@ -177,6 +177,8 @@ std::vector<WaitRecord> WaitsOfRun(Tx& tx, const std::string& run_id);
 WaitRecord ClaimWait(Tx& tx, const std::string& correlation_key, const std::string& claimant,
                      const std::optional<Json>& payload = std::nullopt, bool allow_expired = false);
 // RESUMING -> RESUMED for the claimant that holds it; WaitAlreadyClaimedError otherwise.
+// For a wait for the first child, it also cancels the wait's other unfinished
+// children that asked to be (ChildOptions::cancel_when_first_done).
 WaitRecord CompleteWait(Tx& tx, const std::string& correlation_key, const std::string& claimant);
 // WAITING or RESUMING -> CANCELLED. False when the wait had already finished.
 bool CancelWait(Tx& tx, const std::string& correlation_key);
@@ -294,12 +296,13 @@ struct StartedRun {
 // an application uses), or finds the run that holds its key. NotFoundError
 // for an unknown workflow.
 StartedRun StartRun(Tx& tx, const StartRequest& request);
-// Starts a child run of the newest registered definition of `workflow`; with
-// parent_wait_key it reports to that wait of the parent when it finishes.
-// Returns its id. NotFoundError for an unknown workflow.
+// Starts a child run of the newest registered definition of child.workflow,
+// keeping what it asked for (child.options); with parent_wait_key it reports
+// to that wait of the parent when it finishes. Returns its id. NotFoundError
+// for an unknown workflow.
 std::string StartChildRun(Tx& tx, const std::string& parent_run_id,
                           const std::optional<std::string>& parent_wait_key,
-                          const std::string& workflow, const Json& input);
+                          const ChildStart& child);
 
 std::vector<Run> ClaimRuns(Tx& tx, const std::vector<std::string>& queues,
                            const std::vector<std::string>& definition_hashes, int limit,

@@ -61,7 +61,13 @@ WaitRecord ClaimWait(Tx& tx, const std::string& correlation_key, const std::stri
 
 WaitRecord CompleteWait(Tx& tx, const std::string& correlation_key, const std::string& claimant) {
   pqxx::result rows = Internal(tx).Exec("complete_wait", correlation_key, claimant);
-  if (!rows.empty()) return DecodeWait(rows[0]);
+  if (!rows.empty()) {
+    WaitRecord completed = DecodeWait(rows[0]);
+    if (completed.children == ChildWait::kFirst) {
+      Internal(tx).Exec("cancel_children_outrun", correlation_key);
+    }
+    return completed;
+  }
   auto current = GetWait(tx, correlation_key);
   if (!current) throw NotFoundError("no wait record with correlation key " + correlation_key);
   throw WaitAlreadyClaimedError(

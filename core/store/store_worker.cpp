@@ -54,9 +54,10 @@ StartedRun StartRun(Tx& tx, const StartRequest& r) {
 
 std::string StartChildRun(Tx& tx, const std::string& parent_run_id,
                           const std::optional<std::string>& parent_wait_key,
-                          const std::string& workflow, const Json& input) {
-  return StartingRun(tx, "start_child_run", parent_run_id, parent_wait_key, workflow,
-                     input.dump())[0]
+                          const ChildStart& child) {
+  return StartingRun(tx, "start_child_run", parent_run_id, parent_wait_key, child.workflow,
+                     child.input.dump(), child.options.cancel_when_parent_fails,
+                     child.options.cancel_when_first_done)[0]
       .c_str();
 }
 

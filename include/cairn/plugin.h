@@ -22,7 +22,9 @@
  *     the host table (next, jump, wait, wait_children, sleep, complete, fail)
  *     on that handle. From ABI 1.3 it can make an effect outside the
  *     database once across attempts with the idempotency store
- *     (idempotency_claim, idempotency_complete, idempotency_fail).
+ *     (idempotency_claim, idempotency_complete, idempotency_fail). From
+ *     ABI 1.4 a child run it starts may ask to be cancelled along with its
+ *     parent (start_child_with).
  *     It returns a small result code (CAIRN_OK / CAIRN_RETRY / CAIRN_ERROR);
  *     details travel through host calls, never through the return value.
  *   - JSON crosses as UTF-8 bytes {data, len}; names, codes and messages as
@@ -55,7 +57,7 @@ extern "C" {
  * plugins bumps the major; an append to a struct or to the host table bumps
  * the minor. */
 #define CAIRN_ABI_MAJOR 1
-#define CAIRN_ABI_MINOR 3
+#define CAIRN_ABI_MINOR 4
 
 /* The one symbol a plugin exports. */
 #define CAIRN_PLUGIN_ENTRY_SYMBOL "cairn_plugin_entry"
@@ -97,6 +99,22 @@ typedef enum cairn_log_level {
  * the step started, or the first of them to finish.
  * OWNERSHIP: a plain value. */
 typedef enum cairn_child_wait { CAIRN_CHILDREN_ALL = 0, CAIRN_CHILDREN_FIRST = 1 } cairn_child_wait;
+
+/* When a child run started with host->start_child_with is cancelled along
+ * with its parent (ABI 1.4), as bits of its `flags`; 0 asks for neither
+ * (start_child's behaviour). Cancelling the parent always cancels its
+ * unfinished children, whatever they asked.
+ *   CAIRN_CHILD_CANCEL_WHEN_PARENT_FAILS: when the parent fails, however it
+ *     does (a step failing for good, a crash, its deadline, a wait timing
+ *     out), in the transaction that fails it.
+ *   CAIRN_CHILD_CANCEL_WHEN_FIRST_DONE: when the parent waits for the first
+ *     of its children (CAIRN_CHILDREN_FIRST) and another child is that first:
+ *     in the commit of the parent's step that resumes with its summary.
+ * OWNERSHIP: a plain value. */
+typedef enum cairn_child_flag {
+  CAIRN_CHILD_CANCEL_WHEN_PARENT_FAILS = 1u << 0,
+  CAIRN_CHILD_CANCEL_WHEN_FIRST_DONE = 1u << 1
+} cairn_child_flag;
 
 /* A byte buffer, used for UTF-8 JSON text. Not NUL-terminated in general, but
  * every buffer the HOST hands out also has data[len] == '\0', for the
@@ -368,7 +386,22 @@ typedef struct cairn_host_api {
    * OWNERSHIP: key and error are plugin-owned. */
   cairn_result (*idempotency_fail)(cairn_step_ctx* ctx, const char* key, const char* error);
 
-  /* ABI 1.4 and later append functions here. */
+  /* ---- ABI 1.4 ---- */
+
+  /* start_child with options: flags is a bitwise OR of cairn_child_flag
+   * values saying when the child is cancelled along with its parent (0: as
+   * start_child). The child keeps what it asked for (`cairn show` lists
+   * it); a child cancelled so records why in its history, and the parent a
+   * "children_cancelled" event. Returns CAIRN_ERROR for what start_child
+   * refuses, and for an unknown flag bit (either also fails the step
+   * permanently with code "plugin_error"). Check struct_size before calling:
+   * an older host lacks it.
+   * OWNERSHIP: workflow and input_json are plugin-owned; the host copies
+   * them. */
+  cairn_result (*start_child_with)(cairn_step_ctx* ctx, const char* workflow,
+                                   cairn_bytes input_json, uint32_t flags);
+
+  /* ABI 1.5 and later append functions here. */
 } cairn_host_api;
 
 /* The entry point every plugin exports (name: CAIRN_PLUGIN_ENTRY_SYMBOL).

@@ -56,6 +56,19 @@ class Failure : public std::runtime_error {
   bool retryable_;
 };
 
+// When a child run StepContext::start_child starts is cancelled along with
+// its parent (ABI 1.4). Cancelling the parent always cancels its unfinished
+// children, whatever they asked.
+struct ChildOptions {
+  // The parent fails, however it does (a step failing for good, a crash, its
+  // deadline, a wait timing out): cancelled in the transaction that fails it.
+  bool cancel_when_parent_fails = false;
+  // The parent waits for the first of its children (ChildWait::kFirst) and
+  // another child is that first: cancelled in the commit of the parent's step
+  // that resumes with its summary.
+  bool cancel_when_first_done = false;
+};
+
 // Which child runs WaitChildren waits for: all the children the step
 // started, or the first of them to finish.
 enum class ChildWait {
@@ -279,16 +292,39 @@ class StepContext {
   // Starts a child run of the newest definition of `workflow` with `input`
   // (a JSON object), when this step commits (never if it fails). The child's
   // parent is this run; return WaitChildren(...) to wait for the children.
-  void start_child(const std::string& workflow, const Json& input = Json::object()) {
-    if (host()->struct_size < offsetof(cairn_host_api, start_child) + sizeof(host()->start_child)) {
-      throw Failure("plugin_error", "the host is older than ABI 1.2 and cannot start child runs",
-                    false);
-    }
+  // With options the child asks to be cancelled along with its parent (see
+  // ChildOptions; needs a host with ABI 1.4 for any option set):
+  //   cairn::sdk::ChildOptions options;
+  //   options.cancel_when_parent_fails = true;
+  //   options.cancel_when_first_done = true;
+  //   ctx.start_child("quote", {{"vendor", v}}, options);
+  // (In C++20: {.cancel_when_parent_fails = true, .cancel_when_first_done = true}.)
+  void start_child(const std::string& workflow, const Json& input = Json::object(),
+                   const ChildOptions& options = {}) {
     const std::string text = input.dump();
-    if (host()->start_child(ctx_, workflow.c_str(), cairn_bytes{text.data(), text.size()}) !=
-        CAIRN_OK) {
-      throw Failure("plugin_error", host()->last_error(ctx_), false);
+    const cairn_bytes bytes{text.data(), text.size()};
+    cairn_result result = CAIRN_ERROR;
+    if (options.cancel_when_parent_fails || options.cancel_when_first_done) {
+      if (host()->struct_size <
+          offsetof(cairn_host_api, start_child_with) + sizeof(host()->start_child_with)) {
+        throw Failure("plugin_error",
+                      "the host is older than ABI 1.4 and cannot cancel child runs with their "
+                      "parent",
+                      false);
+      }
+      uint32_t flags = 0;
+      if (options.cancel_when_parent_fails) flags |= CAIRN_CHILD_CANCEL_WHEN_PARENT_FAILS;
+      if (options.cancel_when_first_done) flags |= CAIRN_CHILD_CANCEL_WHEN_FIRST_DONE;
+      result = host()->start_child_with(ctx_, workflow.c_str(), bytes, flags);
+    } else {
+      if (host()->struct_size <
+          offsetof(cairn_host_api, start_child) + sizeof(host()->start_child)) {
+        throw Failure("plugin_error", "the host is older than ABI 1.2 and cannot start child runs",
+                      false);
+      }
+      result = host()->start_child(ctx_, workflow.c_str(), bytes);
     }
+    if (result != CAIRN_OK) throw Failure("plugin_error", host()->last_error(ctx_), false);
   }
 
   // Runs one parameterized statement in the step transaction (transactional

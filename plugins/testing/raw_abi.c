@@ -1,7 +1,7 @@
 /* Steps written against the raw C ABI that do what the SDK never does, so the
  * loader test can check how the host treats them: failure returns without
  * fail(), invalid JSON, unknown result codes, several outcome calls, several
- * sql_exec buffers, child runs (ABI 1.2) and their misuse. Built into
+ * sql_exec buffers, child runs (ABI 1.2, options from 1.4) and their misuse. Built into
  * <build>/plugins/fixtures/raw_abi.so. */
 #include <cairn/plugin.h>
 #include <string.h>
@@ -185,6 +185,34 @@ static cairn_result ChildNoWorkflow(void* u, const cairn_step_call* call, cairn_
   return CAIRN_OK;
 }
 
+/* ABI 1.4: children with options (both, none), then one with an unknown
+ * flag bit, which is refused. */
+static cairn_result ChildrenWithOptions(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  const cairn_host_api* host = call->host;
+  (void)u;
+  EXPECT_RESULT(host->start_child_with(
+                    ctx, "child_wf", Bytes("{\"n\":1}"),
+                    CAIRN_CHILD_CANCEL_WHEN_PARENT_FAILS | CAIRN_CHILD_CANCEL_WHEN_FIRST_DONE),
+                CAIRN_OK, "start_child_with both");
+  EXPECT_RESULT(host->start_child_with(ctx, "other_wf", Bytes(""), 0), CAIRN_OK,
+                "start_child_with none");
+  EXPECT_RESULT(
+      host->start_child_with(ctx, "child_wf", Bytes("{}"), CAIRN_CHILD_CANCEL_WHEN_FIRST_DONE),
+      CAIRN_OK, "start_child_with first_done");
+  EXPECT_RESULT(host->wait_children(ctx, CAIRN_CHILDREN_FIRST, "kids", -1), CAIRN_OK,
+                "wait_children");
+  return CAIRN_OK;
+}
+
+static cairn_result ChildUnknownFlag(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
+  const cairn_host_api* host = call->host;
+  (void)u;
+  EXPECT_RESULT(host->start_child_with(ctx, "child_wf", Bytes("{}"), 1u << 7), CAIRN_ERROR,
+                "start_child_with");
+  if (host->last_error(ctx)[0] == '\0') return CAIRN_RETRY;
+  return CAIRN_OK;
+}
+
 /* Host table sanity as seen by a plugin: sizes and versions. */
 static cairn_result CheckHost(void* u, const cairn_step_call* call, cairn_step_ctx* ctx) {
   const cairn_host_api* host = call->host;
@@ -244,6 +272,8 @@ static const cairn_step_def kSteps[] = {
     {"raw_invalid_utf8_failure", InvalidUtf8Failure, NULL},
     {"raw_unknown_enums", UnknownEnums, NULL},
     {"raw_child_no_workflow", ChildNoWorkflow, NULL},
+    {"raw_children_with_options", ChildrenWithOptions, NULL},
+    {"raw_child_unknown_flag", ChildUnknownFlag, NULL},
 };
 
 static const cairn_plugin_descriptor kDescriptor = {

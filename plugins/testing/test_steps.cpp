@@ -157,13 +157,24 @@ Outcome UndoGated(StepContext& ctx) {
 }
 
 // Starts one child run per element of input.children ({"workflow": ...,
-// "input": {...}}), in order; then, when input.child_wait is "all" or
+// "input": {...}}, and "cancel_when_parent_fails" / "cancel_when_first_done"
+// for its ChildOptions), in order; then, when input.child_wait is "all" or
 // "first", waits for them (context field input.children_event, default
 // "children"; timeout input.children_timeout_ms if given), otherwise
-// continues without waiting.
+// continues without waiting. A child without options is started with the
+// plain start_child, as a plugin older than ABI 1.4 does.
 Outcome StartChildren(StepContext& ctx) {
   for (const Json& child : ctx.input().value("children", Json::array())) {
-    ctx.start_child(child.value("workflow", ""), child.value("input", Json::object()));
+    const std::string workflow = child.value("workflow", "");
+    const Json input = child.value("input", Json::object());
+    if (!child.contains("cancel_when_parent_fails") && !child.contains("cancel_when_first_done")) {
+      ctx.start_child(workflow, input);
+      continue;
+    }
+    cairn::sdk::ChildOptions options;
+    options.cancel_when_parent_fails = child.value("cancel_when_parent_fails", false);
+    options.cancel_when_first_done = child.value("cancel_when_first_done", false);
+    ctx.start_child(workflow, input, options);
   }
   const std::string mode = ctx.input().value("child_wait", "");
   if (mode != "all" && mode != "first") return cairn::sdk::Next();

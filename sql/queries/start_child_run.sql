@@ -1,1 +1,1 @@
-SELECT {schema}.start_child_run($1::uuid, $2, $3, $4::jsonb)
+SELECT {schema}.start_child_run($1::uuid, $2, $3, $4::jsonb, $5, $6)

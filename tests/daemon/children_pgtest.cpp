@@ -509,5 +509,191 @@ TEST_F(Children, SiblingsFinishedConcurrentlyAtRepeatableReadResumeTheParent) {
   Stop(*daemon);
 }
 
+// ---- Children cancelled with their parent, as they asked -------------------
+
+// A parent that fails for good cancels, in the commit that fails it, the
+// children that asked (cancel_when_parent_fails) and their own children; a
+// child started without the option (the plain start_child of older plugins)
+// keeps running. `cairn show` names what each child asked for.
+TEST_F(Children, AFailingParentCancelsTheChildrenThatAskedAndLeavesTheOthers) {
+  auto daemon = StartDaemon(4);
+  Json asking_park = {
+      {"workflow", "ch_park"}, {"input", Json::object()}, {"cancel_when_parent_fails", true}};
+  const Json plain_park = {{"workflow", "ch_park"}, {"input", Json::object()}};
+  const Json asking_mid = {{"workflow", "ch_parent"},
+                           {"input", ParentInput(Json::array({plain_park}), "all")},
+                           {"cancel_when_parent_fails", true},
+                           {"cancel_when_first_done", true}};
+  const std::string parent = StartRun(
+      "ch_doomed",
+      {{"children", {asking_park, plain_park, asking_mid}}, {"message", "the parent gives up"}});
+  // parent (hold), its two parks, mid and mid's park all wait.
+  ASSERT_TRUE(WaitFor("SELECT count(*) FROM {s}.runs WHERE status = 'waiting'", 5, 15s))
+      << StatusSummary() << daemon->Log();
+  const std::vector<std::string> started = StartedChildIds(parent);
+  ASSERT_EQ(started.size(), 3u);
+  const std::string& asking = started[0];
+  const std::string& plain = started[1];
+  const std::string& mid = started[2];
+  const std::vector<std::string> grandchildren = StartedChildIds(mid);
+  ASSERT_EQ(grandchildren.size(), 1u);
+
+  // What each asked for: on the child's row, in the parent's history and in
+  // `cairn show`.
+  EXPECT_EQ(RunColumn(asking, "cancel_when_parent_fails::text || cancel_when_first_done::text"),
+            "truefalse");
+  EXPECT_EQ(RunColumn(plain, "cancel_when_parent_fails::text || cancel_when_first_done::text"),
+            "falsefalse");
+  EXPECT_EQ(JsonOf("SELECT jsonb_agg(value->'cancel_when' ORDER BY position) FROM {s}.run_events "
+                   "WHERE run_id = '" +
+                   parent + "' AND kind = 'child_started'"),
+            Json::array({Json::array({"parent_fails"}), nullptr,
+                         Json::array({"parent_fails", "first_done"})}));
+  const CommandResult shown = Cli({"show", mid, "--json"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_EQ(Json::parse(shown.out)["cancel_when"], Json::array({"parent_fails", "first_done"}))
+      << shown.out;
+  const CommandResult shown_plain = Cli({"show", plain, "--json"});
+  ASSERT_EQ(shown_plain.exit_code, 0) << shown_plain.err;
+  EXPECT_EQ(Json::parse(shown_plain.out)["cancel_when"], Json::array()) << shown_plain.out;
+  const CommandResult text = Cli({"show", asking});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("cancel_when         [\"parent_fails\"]"), std::string::npos) << text.out;
+
+  Sql("SELECT {s}.signal('go:" + parent + "')");
+  ASSERT_TRUE(WaitForStatus(parent, "failed")) << StatusSummary() << daemon->Log();
+  EXPECT_EQ(RunColumn(parent, "error"), "the parent gives up");
+
+  // Cancelled in the transaction that failed the parent: no poll later.
+  for (const std::string& child : {asking, mid}) {
+    EXPECT_EQ(RunColumn(child, "status"), "cancelled") << child;
+    EXPECT_EQ(RunColumn(child, "cancel_reason"), "parent run " + parent + " failed") << child;
+    EXPECT_EQ(RunEventCount(child, "cancelled"), 1) << child;
+    EXPECT_TRUE(
+        SqlBool("SELECT c.finished_at = p.finished_at FROM {s}.runs c, {s}.runs p "
+                "WHERE c.id = '" +
+                child + "' AND p.id = '" + parent + "'"))
+        << child;
+  }
+  EXPECT_EQ(RunColumn(grandchildren[0], "status"), "cancelled");
+  EXPECT_EQ(RunColumn(grandchildren[0], "cancel_reason"), "parent run " + mid + " was cancelled");
+  // One step started both: they are cancelled in no set order.
+  EXPECT_EQ(
+      JsonOf(
+          "SELECT value || jsonb_build_object('ids', (SELECT jsonb_agg(i ORDER BY i COLLATE \"C\") "
+          "FROM jsonb_array_elements_text(value->'ids') i)) FROM {s}.run_events "
+          "WHERE run_id = '" +
+          parent + "' AND kind = 'children_cancelled'"),
+      (Json{{"because", "parent_failed"},
+            {"ids", asking < mid ? Json::array({asking, mid}) : Json::array({mid, asking})}}));
+  // The history reads: failed, then the children it cancelled.
+  EXPECT_EQ(Sql("SELECT string_agg(kind, ',' ORDER BY position) FROM {s}.run_events "
+                "WHERE run_id = '" +
+                parent + "' AND kind IN ('failed', 'children_cancelled')"),
+            "failed,children_cancelled");
+
+  // The child that asked for nothing still waits, and still finishes.
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(RunColumn(plain, "status"), "waiting");
+  Sql("SELECT {s}.signal('go:" + plain + "')");
+  ASSERT_TRUE(WaitForStatus(plain, "completed")) << StatusSummary() << daemon->Log();
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE status = 'cancelled'"), 3);
+  Stop(*daemon);
+}
+
+// A parent whose wait for its children times out (no timeout step) fails in
+// the sweeper's transaction, which cancels the children that asked.
+TEST_F(Children, AWaitForChildrenThatTimesOutCancelsTheChildrenThatAsked) {
+  auto daemon = StartDaemon(4);
+  const Json asking = {
+      {"workflow", "ch_park"}, {"input", Json::object()}, {"cancel_when_parent_fails", true}};
+  const Json plain = {{"workflow", "ch_park"}, {"input", Json::object()}};
+  Json input = ParentInput({asking, plain}, "all");
+  input["children_timeout_ms"] = 1500;
+  const std::string parent = StartRun("ch_parent", input);
+  ASSERT_TRUE(WaitForStatus(parent, "failed")) << StatusSummary() << daemon->Log();
+  EXPECT_EQ(RunEventCount(parent, "wait_expired"), 1);
+  const std::vector<std::string> started = StartedChildIds(parent);
+  ASSERT_EQ(started.size(), 2u);
+  EXPECT_EQ(RunColumn(started[0], "status"), "cancelled");
+  EXPECT_EQ(RunColumn(started[0], "cancel_reason"), "parent run " + parent + " failed");
+  EXPECT_EQ(RunColumn(started[1], "status"), "waiting");
+  EXPECT_EQ(RunEventCount(parent, "resumed"), 0);
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.signal_inbox"), 0);
+  Stop(*daemon);
+}
+
+// 20 parents on two daemons, each waiting for the first of four children:
+// two quick ones that asked (cancel_when_first_done; they race to be first),
+// one that parks and asked, one that parks and asked for nothing. The
+// commit that resumes each parent cancels the children that asked and had
+// not finished, each exactly once, naming the child that was first; the
+// child that asked for nothing keeps waiting.
+TEST_F(Children, AFirstWaitCancelsTheOtherChildrenThatAskedExactlyOnce) {
+  constexpr int kParents = 20;
+  auto a = StartDaemon(6);
+  auto b = StartDaemon(6);
+  ASSERT_TRUE(a->Running() && b->Running());
+  Json quick_1 = Work(1);
+  quick_1["cancel_when_first_done"] = true;
+  Json quick_2 = Work(2);
+  quick_2["cancel_when_first_done"] = true;
+  const Json asking_park = {
+      {"workflow", "ch_park"}, {"input", Json::object()}, {"cancel_when_first_done", true}};
+  const Json plain_park = {{"workflow", "ch_park"}, {"input", Json::object()}};
+  const Json input = ParentInput({quick_1, quick_2, asking_park, plain_park}, "first");
+  Sql("SELECT count({s}.start_run('ch_parent', '" + input.dump() +
+      "'::jsonb)) FROM generate_series(1, " + std::to_string(kParents) + ")");
+  ASSERT_TRUE(
+      WaitFor("SELECT count(*) FROM {s}.runs WHERE workflow = 'ch_parent' "
+              "AND status = 'completed'",
+              kParents, 30s))
+      << StatusSummary();
+  // The parked children that asked for nothing, one a parent, all wait.
+  ASSERT_TRUE(
+      WaitFor("SELECT count(*) FROM {s}.runs WHERE workflow = 'ch_park' "
+              "AND status = 'waiting'",
+              kParents, 15s))
+      << StatusSummary();
+  Stop(*a);
+  Stop(*b);
+
+  EXPECT_EQ(EventCount("resumed"), kParents);
+  // Nothing is cancelled twice, and nothing failed.
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM (SELECT run_id FROM {s}.run_events WHERE kind = "
+                   "'cancelled' GROUP BY run_id HAVING count(*) > 1) d"),
+            0);
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE status = 'failed'"), 0);
+  // Every parked child that asked is cancelled, naming its parent's first.
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs c JOIN {s}.runs p ON p.id = c.parent_run_id "
+                   "WHERE c.workflow = 'ch_park' AND c.cancel_when_first_done "
+                   "AND c.status = 'cancelled' AND c.cancel_reason = 'child run ' || "
+                   "(p.output->'context'->'children'->0->>'id') || ' of parent run ' || p.id || "
+                   "' finished first'"),
+            kParents)
+      << StatusSummary();
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE workflow = 'ch_park' "
+                   "AND NOT cancel_when_first_done AND status = 'waiting'"),
+            kParents);
+  // A quick child either was first, or finished on its own before its
+  // parent resumed, or was cancelled by that resume; the first is never.
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs c JOIN {s}.runs p ON p.id = c.parent_run_id "
+                   "WHERE c.id::text = p.output->'context'->'children'->0->>'id' "
+                   "AND c.status = 'completed'"),
+            kParents);
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE workflow = 'ch_work' "
+                   "AND status NOT IN ('completed', 'cancelled')"),
+            0);
+  // Each parent recorded one cancellation, of the children it cancelled.
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs p WHERE p.workflow = 'ch_parent' AND "
+                   "(SELECT count(*) FROM {s}.run_events e WHERE e.run_id = p.id "
+                   "AND e.kind = 'children_cancelled' AND e.value->>'because' = 'first_done' "
+                   "AND jsonb_array_length(e.value->'ids') = (SELECT count(*) FROM {s}.runs c "
+                   "WHERE c.parent_run_id = p.id AND c.status = 'cancelled')) = 1"),
+            kParents);
+  EXPECT_GT(a->ClaimedAtStop(), 0) << a->Log();
+  EXPECT_GT(b->ClaimedAtStop(), 0) << b->Log();
+}
+
 }  // namespace
 }  // namespace cairn::test

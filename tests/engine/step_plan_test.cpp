@@ -594,7 +594,7 @@ TEST(PlanCompensation, ACompensationCannotWaitSleepJumpOrStartChildren) {
   StepOutcome wait = Outcome(OutcomeKind::kWait);
   wait.wait_key = "k";
   StepOutcome child = Outcome(OutcomeKind::kNext);
-  child.children = {{"sub", Json::object()}};
+  child.children = {ChildStart{"sub", Json::object(), {}}};
   for (const StepOutcome& outcome :
        {wait, Outcome(OutcomeKind::kSleep), Outcome(OutcomeKind::kJump), child}) {
     StepPlan plan = PlanCompensation(run, workflow.steps[1], outcome, 0.5, kLease);
@@ -609,7 +609,7 @@ TEST(PlanStep, WaitForChildrenUsesAKeyOfTheRunAndVersion) {
   StepOutcome outcome = Outcome(OutcomeKind::kWait);
   outcome.wait_children = ChildWait::kAll;
   outcome.wait_timeout_ms = 5000;
-  outcome.children = {{"sub", {{"n", 1}}}, {"sub", {{"n", 2}}}};
+  outcome.children = {ChildStart{"sub", {{"n", 1}}, {}}, ChildStart{"sub", {{"n", 2}}, {}}};
   StepPlan plan = PlanStep(run, workflow, workflow.steps[0], outcome, 0.5, kLease);
   ASSERT_TRUE(plan.wait.has_value());
   EXPECT_EQ(plan.wait->correlation_key, "children:" + run.id + ":17");
@@ -625,6 +625,30 @@ TEST(PlanStep, WaitForChildrenUsesAKeyOfTheRunAndVersion) {
   plan = PlanStep(run, workflow, workflow.steps[0], outcome, 0.5, kLease);
   EXPECT_EQ(plan.checkpoint.status, RunStatus::kFailed);
   EXPECT_THAT(plan.checkpoint.error.value_or(""), HasSubstr("started none"));
+}
+
+// What a child asked for rides to the commit with it, and its child_started
+// event names it; a child that asked for nothing has the event it always had.
+TEST(PlanStep, ChildStartedNamesWhatTheChildAskedFor) {
+  const WorkflowDefinition workflow = MakeWorkflow();
+  const cairn::Run run = MakeRun();
+  StepOutcome outcome = Outcome(OutcomeKind::kWait);
+  outcome.wait_children = ChildWait::kFirst;
+  outcome.children = {ChildStart{"sub", Json::object(), ChildOptions{true, true}},
+                      ChildStart{"sub", Json::object(), ChildOptions{false, true}},
+                      ChildStart{"sub", Json::object(), {}}};
+  const StepPlan plan = PlanStep(run, workflow, workflow.steps[0], outcome, 0.5, kLease);
+  ASSERT_EQ(plan.children.size(), 3u);
+  EXPECT_EQ(plan.children[0].options, (ChildOptions{true, true}));
+  std::vector<Json> started;
+  for (const RunEvent& event : plan.events) {
+    if (event.kind == "child_started") started.push_back(event.value.value_or(Json()));
+  }
+  ASSERT_EQ(started.size(), 3u);
+  EXPECT_EQ(started[0], (Json{{"workflow", "sub"},
+                              {"cancel_when", Json::array({"parent_fails", "first_done"})}}));
+  EXPECT_EQ(started[1], (Json{{"workflow", "sub"}, {"cancel_when", Json::array({"first_done"})}}));
+  EXPECT_EQ(started[2], (Json{{"workflow", "sub"}}));
 }
 
 }  // namespace

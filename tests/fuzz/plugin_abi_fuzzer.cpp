@@ -64,7 +64,7 @@ cairn_result FuzzedStep(void* user_data, const cairn_step_call* call, cairn_step
   auto& in = *static_cast<FuzzedDataProvider*>(user_data);
   const cairn_host_api& host = *call->host;
   while (in.remaining_bytes() > 0) {
-    switch (in.ConsumeIntegralInRange<int>(0, 13)) {
+    switch (in.ConsumeIntegralInRange<int>(0, 14)) {
       case 0: {
         const CString key = ConsumeCString(in);
         const Buffer json = ConsumeBuffer(in);
@@ -138,6 +138,12 @@ cairn_result FuzzedStep(void* user_data, const cairn_step_call* call, cairn_step
       case 13:
         if (host.last_error(ctx) == nullptr) std::abort();
         break;
+      case 14: {
+        const CString workflow = ConsumeCString(in);
+        const Buffer json = ConsumeBuffer(in);
+        host.start_child_with(ctx, workflow.get(), json.get(), in.ConsumeIntegral<uint32_t>());
+        break;
+      }
     }
   }
   return static_cast<cairn_result>(in.ConsumeIntegralInRange<int>(0, 3));
@@ -152,9 +158,9 @@ void PrintLikeTheStore(const cairn::StepOutcome& o) {
     (void)cairn::Json(key).dump();
     (void)payload.dump();
   }
-  for (const auto& [workflow, input] : o.children) {
-    (void)cairn::Json(workflow).dump();
-    (void)input.dump();
+  for (const cairn::ChildStart& child : o.children) {
+    (void)cairn::Json(child.workflow).dump();
+    (void)child.input.dump();
   }
   for (const std::string* text :
        {&o.jump_to, &o.wait_event, &o.wait_key, &o.error_code, &o.error_message}) {

@@ -581,10 +581,10 @@ TEST_F(PluginRegistryTest, StartChildrenStartsChildRunsAndWaitsForThem) {
   EXPECT_TRUE(o.wait_key.empty());
   EXPECT_EQ(o.wait_timeout_ms, 1500);
   ASSERT_EQ(o.children.size(), 2u);
-  EXPECT_EQ(o.children[0].first, "child_wf");
-  EXPECT_EQ(o.children[0].second, (Json{{"n", 1}}));
-  EXPECT_EQ(o.children[1].first, "other_wf");
-  EXPECT_EQ(o.children[1].second, (Json{{"n", 2}, {"fail", true}}));
+  EXPECT_EQ(o.children[0].workflow, "child_wf");
+  EXPECT_EQ(o.children[0].input, (Json{{"n", 1}}));
+  EXPECT_EQ(o.children[1].workflow, "other_wf");
+  EXPECT_EQ(o.children[1].input, (Json{{"n", 2}, {"fail", true}}));
 
   inv.input = {{"children", {{{"workflow", "child_wf"}}}}, {"child_wait", "first"}};
   o = inv.Run(registry_, "start_children");
@@ -593,7 +593,21 @@ TEST_F(PluginRegistryTest, StartChildrenStartsChildRunsAndWaitsForThem) {
   EXPECT_EQ(o.wait_event, "children");
   EXPECT_FALSE(o.wait_timeout_ms.has_value());
   ASSERT_EQ(o.children.size(), 1u);
-  EXPECT_EQ(o.children[0].second, Json::object());
+  EXPECT_EQ(o.children[0].input, Json::object());
+
+  // Options go through the SDK's ChildOptions (ABI 1.4); none is the
+  // plain start_child.
+  inv.input = {{"children",
+                {{{"workflow", "child_wf"}, {"cancel_when_parent_fails", true}},
+                 {{"workflow", "child_wf"}, {"cancel_when_first_done", true}},
+                 {{"workflow", "child_wf"}}}},
+               {"child_wait", "first"}};
+  o = inv.Run(registry_, "start_children");
+  ASSERT_EQ(o.kind, OutcomeKind::kWait) << o.error_message;
+  ASSERT_EQ(o.children.size(), 3u);
+  EXPECT_EQ(o.children[0].options, (ChildOptions{true, false}));
+  EXPECT_EQ(o.children[1].options, (ChildOptions{false, true}));
+  EXPECT_EQ(o.children[2].options, ChildOptions{});
 
   // Without child_wait the children start and the run goes on.
   inv.input = {{"children", {{{"workflow", "child_wf"}}}}};
@@ -909,10 +923,10 @@ TEST_F(RawAbiTest, WaitChildrenParksTheRunForTheChildrenItStarted) {
   EXPECT_TRUE(o.wait_key.empty());
   EXPECT_EQ(o.wait_timeout_ms, 5000);
   ASSERT_EQ(o.children.size(), 2u);
-  EXPECT_EQ(o.children[0].first, "child_wf");
-  EXPECT_EQ(o.children[0].second, (Json{{"n", 1}}));
-  EXPECT_EQ(o.children[1].first, "other_wf");
-  EXPECT_EQ(o.children[1].second, Json::object());  // len 0 means {}
+  EXPECT_EQ(o.children[0].workflow, "child_wf");
+  EXPECT_EQ(o.children[0].input, (Json{{"n", 1}}));
+  EXPECT_EQ(o.children[1].workflow, "other_wf");
+  EXPECT_EQ(o.children[1].input, Json::object());  // len 0 means {}
 
   o = Invocation{}.Run(registry_, "raw_children_all");
   ASSERT_EQ(o.kind, OutcomeKind::kWait) << o.error_message;
@@ -922,6 +936,36 @@ TEST_F(RawAbiTest, WaitChildrenParksTheRunForTheChildrenItStarted) {
   EXPECT_EQ(o.children.size(), 1u);
 }
 
+TEST_F(RawAbiTest, StartChildWithKeepsWhatEachChildAskedFor) {
+  StepOutcome o = Invocation{}.Run(registry_, "raw_children_with_options");
+  ASSERT_EQ(o.kind, OutcomeKind::kWait) << o.error_message;
+  EXPECT_EQ(o.wait_children, ChildWait::kFirst);
+  ASSERT_EQ(o.children.size(), 3u);
+  EXPECT_EQ(o.children[0].workflow, "child_wf");
+  EXPECT_EQ(o.children[0].input, (Json{{"n", 1}}));
+  EXPECT_EQ(o.children[0].options, (ChildOptions{true, true}));
+  EXPECT_EQ(o.children[1].workflow, "other_wf");
+  EXPECT_EQ(o.children[1].input, Json::object());  // len 0 means {}
+  EXPECT_EQ(o.children[1].options, (ChildOptions{false, false}));
+  EXPECT_EQ(o.children[2].options, (ChildOptions{false, true}));
+
+  // start_child asks for nothing.
+  o = Invocation{}.Run(registry_, "raw_children_first");
+  ASSERT_EQ(o.children.size(), 2u);
+  EXPECT_EQ(o.children[0].options, ChildOptions{});
+  EXPECT_EQ(o.children[1].options, ChildOptions{});
+}
+
+TEST_F(RawAbiTest, StartChildWithAnUnknownFlagFailsTheStepPermanently) {
+  const StepOutcome o = Invocation{}.Run(registry_, "raw_child_unknown_flag");
+  EXPECT_EQ(o.kind, OutcomeKind::kFail);
+  EXPECT_FALSE(o.retryable);
+  EXPECT_EQ(o.error_code, "plugin_error");
+  EXPECT_NE(o.error_message.find("start_child_with: unknown flags 128"), std::string::npos)
+      << o.error_message;
+  EXPECT_TRUE(o.children.empty());
+}
+
 TEST_F(RawAbiTest, ChildrenSurviveALaterOutcomeCall) {
   const StepOutcome o = Invocation{}.Run(registry_, "raw_child_then_next");
   ASSERT_EQ(o.kind, OutcomeKind::kNext) << o.error_message;
@@ -929,8 +973,8 @@ TEST_F(RawAbiTest, ChildrenSurviveALaterOutcomeCall) {
   EXPECT_TRUE(o.wait_event.empty());
   EXPECT_FALSE(o.wait_timeout_ms.has_value());
   ASSERT_EQ(o.children.size(), 2u);
-  EXPECT_EQ(o.children[0].second, (Json{{"n", 1}}));
-  EXPECT_EQ(o.children[1].second, (Json{{"n", 2}}));
+  EXPECT_EQ(o.children[0].input, (Json{{"n", 1}}));
+  EXPECT_EQ(o.children[1].input, (Json{{"n", 2}}));
 }
 
 TEST_F(RawAbiTest, FailAfterStartChildIsAFailure) {
@@ -1025,6 +1069,42 @@ TEST(SdkOnAnOlderHost, ChildRunsNeedAbi12) {
   EXPECT_EQ(sdk::detail::InvokeStep(const_cast<sdk::StepDef*>(&wait), &call, nullptr), CAIRN_ERROR);
   EXPECT_EQ(OldHost::code, "plugin_error");
   EXPECT_NE(OldHost::message.find("older than ABI 1.2"), std::string::npos) << OldHost::message;
+}
+
+// An ABI 1.3 host: start_child without options works as before; with an
+// option the SDK refuses before calling past the end of the host's table.
+TEST(SdkOnAnOlderHost, ChildOptionsNeedAbi14) {
+  cairn_host_api host{};
+  host.struct_size = offsetof(cairn_host_api, idempotency_fail) + sizeof(host.idempotency_fail);
+  host.abi_major = CAIRN_ABI_MAJOR;
+  host.abi_minor = 3;
+  host.fail = &OldHost::Fail;
+  host.start_child = [](cairn_step_ctx*, const char*, cairn_bytes) { return CAIRN_OK; };
+  host.next = [](cairn_step_ctx*) { return CAIRN_OK; };
+  cairn_step_call call{};
+  call.struct_size = sizeof(call);
+  call.host = &host;
+  OldHost::code.clear();
+  OldHost::message.clear();
+
+  const sdk::StepDef plain{"plain", [](sdk::StepContext& ctx) {
+                             ctx.start_child("child_wf");
+                             ctx.start_child("child_wf", Json::object(), sdk::ChildOptions{});
+                             return sdk::Next();
+                           }};
+  EXPECT_EQ(sdk::detail::InvokeStep(const_cast<sdk::StepDef*>(&plain), &call, nullptr), CAIRN_OK);
+  EXPECT_EQ(OldHost::code, "");
+
+  const sdk::StepDef with{"with", [](sdk::StepContext& ctx) {
+                            sdk::ChildOptions options;
+                            options.cancel_when_parent_fails = true;
+                            ctx.start_child("child_wf", Json::object(), options);
+                            return sdk::Next();
+                          }};
+  EXPECT_EQ(sdk::detail::InvokeStep(const_cast<sdk::StepDef*>(&with), &call, nullptr), CAIRN_ERROR);
+  EXPECT_EQ(OldHost::code, "plugin_error");
+  EXPECT_EQ(OldHost::retryable, 0);
+  EXPECT_NE(OldHost::message.find("older than ABI 1.4"), std::string::npos) << OldHost::message;
 }
 
 TEST(SdkOnAnOlderHost, OnceNeedsAbi13) {
