@@ -122,6 +122,12 @@ void CheckConfig(const DaemonConfig& c, const FailFn& fail) {
     }
     if (!queues.insert(q).second) fail(path, "duplicate queue " + Quoted(q));
   }
+  for (const auto& [queue, limit] : c.queue_limits) {
+    if (!IsValidDefinitionName(queue)) {
+      fail("queue_limits." + queue, "invalid queue name " + Quoted(queue) +
+                                        ": must match ^[A-Za-z_][A-Za-z0-9_.-]{0,127}$");
+    }
+  }
   if (c.worker.concurrency < 1 || c.worker.concurrency > kMaxConcurrency) {
     fail("worker.concurrency",
          "must be an integer between 1 and " + std::to_string(kMaxConcurrency));
