@@ -386,7 +386,7 @@ bool Worker::Stop() {
   try {
     auto connection = Connect("stop");
     for (const Claimed& claimed : unstarted) {
-      const Run& run = claimed.run;
+      const Run& run = claimed.claim.run;
       connection->Transact([&](store::Tx& tx) {
         store::ReleaseRun(tx, run.id, run.version, options_.worker_id,
                           std::chrono::milliseconds(0));
