@@ -419,8 +419,8 @@ int RunDaemon(const std::vector<std::string>& args) {
       Notify(fmt::format("RELOADING=1\nMONOTONIC_USEC={}\nSTATUS=reloading the configuration",
                          MonotonicMicros()));
       try {
-        spdlog::info("SIGHUP: reloaded: {}", ReloadDaemon(vm, config, *plugins, worker, schedules,
-                                                      daemon_connection()));
+        spdlog::info("SIGHUP: reloaded: {}",
+                     ReloadDaemon(vm, config, *plugins, worker, schedules, daemon_connection()));
       } catch (const std::exception& e) {
         spdlog::error("SIGHUP: configuration not reloaded, the daemon goes on as it was: {}",
                       e.what());

@@ -124,8 +124,8 @@ void CheckConfig(const DaemonConfig& c, const FailFn& fail) {
   }
   for (const auto& [queue, limit] : c.queue_limits) {
     if (!IsValidDefinitionName(queue)) {
-      fail("queue_limits." + queue, "invalid queue name " + Quoted(queue) +
-                                        ": must match ^[A-Za-z_][A-Za-z0-9_.-]{0,127}$");
+      fail("queue_limits." + queue,
+           "invalid queue name " + Quoted(queue) + ": must match ^[A-Za-z_][A-Za-z0-9_.-]{0,127}$");
     }
   }
   if (c.worker.concurrency < 1 || c.worker.concurrency > kMaxConcurrency) {

@@ -171,7 +171,8 @@ Key QueueLimitsKey() {
                 if (*q.rate_per_second <= 0 || *q.rate_per_second > kMaxQueueLimit) {
                   yaml::Fail(layer.source, v, rate_path,
                              "must be a number of steps a second greater than 0 and at most " +
-                                 std::to_string(kMaxQueueLimit) + " (leave it out for no rate limit)");
+                                 std::to_string(kMaxQueueLimit) +
+                                 " (leave it out for no rate limit)");
                 }
               }
               if (const YAML::Node v = limit["burst"]) {
@@ -179,8 +180,8 @@ Key QueueLimitsKey() {
                 if (!q.rate_per_second) {
                   yaml::Fail(layer.source, v, burst_path, "needs rate_per_second beside it");
                 }
-                q.burst = static_cast<int>(
-                    yaml::ReadInt(v, layer.source, burst_path, 1, kMaxQueueLimit));
+                q.burst =
+                    static_cast<int>(yaml::ReadInt(v, layer.source, burst_path, 1, kMaxQueueLimit));
               } else if (q.rate_per_second) {
                 q.burst = static_cast<int>(std::max(1.0, std::ceil(*q.rate_per_second)));
               }

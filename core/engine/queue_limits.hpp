@@ -10,8 +10,8 @@
 namespace cairn {
 
 struct QueueLimitSync {
-  int set = 0;        // added or changed
-  int unchanged = 0;  // already as declared
+  int set = 0;                      // added or changed
+  int unchanged = 0;                // already as declared
   std::vector<std::string> lifted;  // queues whose limits were removed
 };
 

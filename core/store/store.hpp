@@ -321,11 +321,11 @@ std::chrono::milliseconds TakeStepToken(Tx& tx, const std::string& queue);
 // A queue's fleet-wide limits (a row of queue_limits).
 struct QueueLimit {
   std::string queue;
-  std::optional<int> max_running;        // runs in status 'running' at once
+  std::optional<int> max_running;         // runs in status 'running' at once
   std::optional<double> rate_per_second;  // steps a second; with burst
-  std::optional<int> burst;              // the most tokens the bucket holds
-  std::optional<double> tokens;          // read: what the bucket holds now
-  int64_t running = 0;                   // read: the queue's running runs now
+  std::optional<int> burst;               // the most tokens the bucket holds
+  std::optional<double> tokens;           // read: what the bucket holds now
+  int64_t running = 0;                    // read: the queue's running runs now
 };
 // What setting a queue's limits found: nothing to change, a new limit, or a
 // limit that was different (`before`, as the database had it).

@@ -127,7 +127,8 @@ QueueLimitChange SetQueueLimit(Tx& tx, const QueueLimit& limit) {
   QueueLimitChange change;
   if (rows.empty()) return change;
   const pqxx::row row = rows[0];
-  change.kind = row["existed"].as<bool>() ? QueueLimitChange::kUpdated : QueueLimitChange::kInserted;
+  change.kind =
+      row["existed"].as<bool>() ? QueueLimitChange::kUpdated : QueueLimitChange::kInserted;
   change.before.queue = limit.queue;
   change.before.max_running = OptionalValue<int>(row["old_max_running"]);
   change.before.rate_per_second = OptionalValue<double>(row["old_rate_per_second"]);

@@ -41,15 +41,14 @@ class QueueLimitsE2E : public StoreTest {
   // Starts `count` runs of e2e_span on `queue`, each step of which sleeps
   // `step_seconds` between logging its start and its end.
   void StartSpans(const std::string& queue, int count, double step_seconds) {
-    const Json input = {
-        {"sql",
-         "WITH s AS MATERIALIZED (SELECT clock_timestamp() AS t0), "
-         "p AS MATERIALIZED (SELECT pg_sleep($2::float8) FROM s) "
-         "INSERT INTO \"" +
-             schema() +
-             "\".spans (queue, started_at, ended_at) "
-             "SELECT $1::text, s.t0, clock_timestamp() FROM s, p RETURNING queue"},
-        {"params", {queue, step_seconds}}};
+    const Json input = {{"sql",
+                         "WITH s AS MATERIALIZED (SELECT clock_timestamp() AS t0), "
+                         "p AS MATERIALIZED (SELECT pg_sleep($2::float8) FROM s) "
+                         "INSERT INTO \"" +
+                             schema() +
+                             "\".spans (queue, started_at, ended_at) "
+                             "SELECT $1::text, s.t0, clock_timestamp() FROM s, p RETURNING queue"},
+                        {"params", {queue, step_seconds}}};
     Sql("SELECT count({s}.start_run('e2e_span', '" + input.dump() + "'::jsonb, p_queue => '" +
         queue + "')) FROM generate_series(1, " + std::to_string(count) + ")");
   }
@@ -76,8 +75,7 @@ class QueueLimitsE2E : public StoreTest {
     return SqlInt(
         "SELECT count(*) FROM {s}.spans a JOIN {s}.spans b ON b.started_at >= a.started_at "
         "WHERE a.queue = " +
-        q + " AND b.queue = " + q +
-        " AND (SELECT count(*) FROM {s}.spans c WHERE c.queue = " + q +
+        q + " AND b.queue = " + q + " AND (SELECT count(*) FROM {s}.spans c WHERE c.queue = " + q +
         " AND c.started_at BETWEEN a.started_at AND b.started_at) > " + std::to_string(burst) +
         " + " + std::to_string(rate) + " * (extract(epoch FROM b.started_at - a.started_at) + " +
         std::to_string(slack_seconds) + ")");
@@ -95,8 +93,7 @@ TEST_F(QueueLimitsE2E, TwoDaemonsNeverRunMoreThanMaxRunningOfAQueue) {
   int64_t most_running = 0;
   ASSERT_TRUE(PollUntil(
       [&] {
-        most_running =
-            std::max(most_running, Count("queue = 'limited' AND status = 'running'"));
+        most_running = std::max(most_running, Count("queue = 'limited' AND status = 'running'"));
         return Count("status = 'completed'") == 24;
       },
       30s, 5ms))
@@ -138,9 +135,9 @@ TEST_F(QueueLimitsE2E, TwoDaemonsKeepAQueuesStepsWithinItsRatePlusBurst) {
   // The same check finds the unlimited queue far over that rate: it can fail.
   EXPECT_GT(RateViolations("free", kRate, kBurst, 0.1), 0);
   // 40 steps at 20 a second after a burst of 5 take at least 1.75 s.
-  const double spread = std::stod(Sql(
-      "SELECT extract(epoch FROM max(started_at) - min(started_at)) FROM {s}.spans "
-      "WHERE queue = 'paced'"));
+  const double spread =
+      std::stod(Sql("SELECT extract(epoch FROM max(started_at) - min(started_at)) FROM {s}.spans "
+                    "WHERE queue = 'paced'"));
   EXPECT_GE(spread, (40 - kBurst - 1) / kRate);
   // Second steps that found the bucket empty handed their run back to wait
   // for a token instead of holding a slot: such runs were claimed twice.

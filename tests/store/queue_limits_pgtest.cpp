@@ -210,8 +210,7 @@ TEST_F(QueueLimits, SettingAndLiftingLimits) {
   EXPECT_EQ(changed.before.burst, 100);
   EXPECT_EQ(set({"mail", std::nullopt, 1.0, 1}).kind, store::QueueLimitChange::kInserted);
 
-  const auto limits =
-      conn().Transact([&](store::Tx& tx) { return store::ListQueueLimits(tx); });
+  const auto limits = conn().Transact([&](store::Tx& tx) { return store::ListQueueLimits(tx); });
   ASSERT_EQ(limits.size(), 2u);
   EXPECT_EQ(limits[0].queue, "api");
   EXPECT_EQ(limits[0].max_running, 2);
@@ -221,8 +220,8 @@ TEST_F(QueueLimits, SettingAndLiftingLimits) {
 
   CreateRuns("api", 5);
   EXPECT_EQ(Claim({"api"}, 10).size(), 2u);
-  const auto lifted = conn().Transact(
-      [&](store::Tx& tx) { return store::DeleteQueueLimitsExcept(tx, {"mail"}); });
+  const auto lifted =
+      conn().Transact([&](store::Tx& tx) { return store::DeleteQueueLimitsExcept(tx, {"mail"}); });
   EXPECT_EQ(lifted, std::vector<std::string>{"api"});
   EXPECT_EQ(Claim({"api"}, 10).size(), 3u);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.queue_limits"), 1);
