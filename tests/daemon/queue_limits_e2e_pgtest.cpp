@@ -5,6 +5,7 @@
 // beside it runs freely. Each step logs its start and end (database time)
 // into a table from inside its own transaction (workflow e2e_span).
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -142,6 +143,47 @@ TEST_F(QueueLimitsE2E, TwoDaemonsKeepAQueuesStepsWithinItsRatePlusBurst) {
   // Second steps that found the bucket empty handed their run back to wait
   // for a token instead of holding a slot: such runs were claimed twice.
   EXPECT_GT(a->ClaimedAtStop() + b->ClaimedAtStop(), 40) << a->Log() << b->Log();
+}
+
+// A daemon makes the fleet's limits match its section at start and on
+// SIGHUP; the last to do so wins, warning about each limit it overrode.
+TEST_F(QueueLimitsE2E, TheLastDaemonToSyncWinsAndWarnsAboutWhatItChanged) {
+  auto a = Daemon("{limited: {max_running: 2}}");
+  ASSERT_TRUE(a->StartAndWaitReady()) << a->Log();
+  EXPECT_EQ(Sql("SELECT max_running FROM {s}.queue_limits WHERE queue = 'limited'"), "2");
+
+  auto b = Daemon("{limited: {max_running: 5}, paced: {rate_per_second: 10}}");
+  ASSERT_TRUE(b->StartAndWaitReady()) << b->Log();
+  EXPECT_NE(b->Log().find("queue limited was limited to max_running 2 across the fleet; this "
+                          "daemon's configuration sets max_running 5"),
+            std::string::npos)
+      << b->Log();
+  EXPECT_EQ(Sql("SELECT string_agg(queue || ' ' || coalesce(max_running::text, '-') || ' ' || "
+                "coalesce(rate_per_second::text, '-') || ' ' || coalesce(burst::text, '-'), ', ' "
+                "ORDER BY queue) FROM {s}.queue_limits"),
+            "limited 5 - -, paced - 10 10");
+
+  a->Signal(SIGHUP);
+  ASSERT_TRUE(a->WaitForLog("SIGHUP: reloaded", 20s)) << a->Log();
+  EXPECT_NE(a->Log().find("lifted the limits of queue paced"), std::string::npos) << a->Log();
+  EXPECT_EQ(Sql("SELECT string_agg(queue || ' ' || max_running, ', ') FROM {s}.queue_limits"),
+            "limited 2");
+  a->Terminate();
+  b->Terminate();
+  EXPECT_EQ(a->WaitExit(20s), 0);
+  EXPECT_EQ(b->WaitExit(20s), 0);
+}
+
+// A bad limit stops the daemon before it claims anything: exit 2, naming
+// the key and where it came from.
+TEST_F(QueueLimitsE2E, ABadLimitIsAConfigurationError) {
+  auto d = Daemon("{limited: {max_running: 0}}");
+  d->Start();
+  EXPECT_EQ(d->WaitExit(20s), 2) << d->Log();
+  EXPECT_NE(d->Log().find("environment: CAIRN_QUEUE_LIMITS: must be an integer between 1 and"),
+            std::string::npos)
+      << d->Log();
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.queue_limits"), 0);
 }
 
 }  // namespace
