@@ -115,6 +115,9 @@ TEST_F(QueueLimitsE2E, TwoDaemonsNeverRunMoreThanMaxRunningOfAQueue) {
 TEST_F(QueueLimitsE2E, TwoDaemonsKeepAQueuesStepsWithinItsRatePlusBurst) {
   constexpr double kRate = 20;
   constexpr int kBurst = 5;
+  // Between taking its token and logging its start a step crosses the slot
+  // hand-off and the step process: allow that much time on each window.
+  constexpr double kSlackSeconds = 0.1;
   const std::string limits = "{paced: {rate_per_second: 20, burst: 5}}";
   auto a = Daemon(limits);
   auto b = Daemon(limits);
@@ -132,14 +135,14 @@ TEST_F(QueueLimitsE2E, TwoDaemonsKeepAQueuesStepsWithinItsRatePlusBurst) {
   EXPECT_EQ(b->WaitExit(20s), 0);
 
   ASSERT_EQ(SqlInt("SELECT count(*) FROM {s}.spans WHERE queue = 'paced'"), 40);
-  EXPECT_EQ(RateViolations("paced", kRate, kBurst, 0.1), 0);
+  EXPECT_EQ(RateViolations("paced", kRate, kBurst, kSlackSeconds), 0);
   // The same check finds the unlimited queue far over that rate: it can fail.
-  EXPECT_GT(RateViolations("free", kRate, kBurst, 0.1), 0);
-  // 40 steps at 20 a second after a burst of 5 take at least 1.75 s.
+  EXPECT_GT(RateViolations("free", kRate, kBurst, kSlackSeconds), 0);
+  // 40 steps at 20 a second after a burst of 5 take 1.75 s, less the slack.
   const double spread =
       std::stod(Sql("SELECT extract(epoch FROM max(started_at) - min(started_at)) FROM {s}.spans "
                     "WHERE queue = 'paced'"));
-  EXPECT_GE(spread, (40 - kBurst - 1) / kRate);
+  EXPECT_GE(spread, (40 - kBurst) / kRate - kSlackSeconds);
   // Second steps that found the bucket empty handed their run back to wait
   // for a token instead of holding a slot: such runs were claimed twice.
   EXPECT_GT(a->ClaimedAtStop() + b->ClaimedAtStop(), 40) << a->Log() << b->Log();
