@@ -117,7 +117,7 @@ bool Executor::LockStack(const std::string& run_id) {
   }
 }
 
-ExecutionEnd Executor::Execute(store::ClaimedRun claim, const std::atomic<bool>& stopping) {
+ExecutionEnd Executor::Execute(const store::ClaimedRun& claim, const std::atomic<bool>& stopping) {
   const Run& claimed = claim.run;
   try {
     if (!LockStack(claimed.id)) {

@@ -59,7 +59,7 @@ class Executor {
   // A claim with step_tokens (a rate-limited queue) takes a token before each
   // step after the first; without one the run is handed back, due when the
   // bucket next holds a token, so that it waits without holding the slot.
-  ExecutionEnd Execute(store::ClaimedRun claim, const std::atomic<bool>& stopping);
+  ExecutionEnd Execute(const store::ClaimedRun& claim, const std::atomic<bool>& stopping);
 
   // False after a connection error: the slot should build a new Executor.
   bool Healthy() const;

@@ -318,7 +318,7 @@ void Worker::SlotLoop(int slot) {
                                               executor_options, leases_);
         executor_definitions = claimed.definitions;
       }
-      end = executor->Execute(std::move(claimed.claim), stop_runs_);
+      end = executor->Execute(claimed.claim, stop_runs_);
       failures = 0;
     } catch (const std::exception& e) {
       // The claimed run stays leased until the reaper hands it back.
