@@ -3,7 +3,7 @@
 // component's stop on a StopStack as it starts it, then waits for signals on
 // the main thread: SIGTERM/SIGINT unwind the stack gracefully (a second one
 // exits at once), SIGHUP reloads the log level, queues, concurrency,
-// workflow definitions and schedules without stopping (bracketed by
+// workflow definitions, schedules and queue limits without stopping (bracketed by
 // RELOADING=1 and READY=1; STATUS= says what the worker is doing). The
 // systemd watchdog is pinged from the main thread while the worker's loops
 // come round (its Health), so systemd restarts a wedged daemon.
@@ -30,6 +30,7 @@
 #include "metrics.hpp"
 #include "migrate.hpp"
 #include "plugin_catalog.hpp"
+#include "queue_limits.hpp"
 #include "schedule_service.hpp"
 #include "stop_stack.hpp"
 #include "worker.hpp"
@@ -223,12 +224,26 @@ std::string StatusOf(const Worker& worker) {
                      stats.claimed);
 }
 
+// Makes the fleet's queue_limits table match the configuration's
+// `queue_limits:` section; a configuration without it leaves the table alone.
+void SyncDeclaredQueueLimits(const DaemonConfig& config,
+                             const store::ConnectionOptions& connection_options) {
+  if (!config.queue_limits_declared) return;
+  std::vector<store::QueueLimit> declared;
+  for (const auto& [queue, limit] : config.queue_limits) {
+    declared.push_back({queue, limit.max_running, limit.rate_per_second, limit.burst});
+  }
+  store::Connection connection(connection_options);
+  SyncQueueLimits(connection, declared);
+}
+
 // SIGHUP: reads every layer again and applies what may change while runs
 // are in flight, saying which other changes wait for a restart. Throws,
 // having changed nothing, when the configuration or a workflow file is
 // invalid. Returns what the daemon now runs with.
 std::string ReloadDaemon(const po::variables_map& vm, const DaemonConfig& running,
-                         const PluginCatalog& plugins, Worker& worker, ScheduleService& schedules) {
+                         const PluginCatalog& plugins, Worker& worker, ScheduleService& schedules,
+                         const store::ConnectionOptions& connection_options) {
   const DaemonConfig reloaded = LoadDaemonConfig(vm);
   // Checked against the reloaded configuration, so that the files would
   // also start a daemon; run as the running catalog says (isolation is not
@@ -251,6 +266,7 @@ std::string ReloadDaemon(const po::variables_map& vm, const DaemonConfig& runnin
                  reloaded.EffectiveClaimBatch(), std::move(definitions)});
   SetLogLevel(reloaded.log.level);
   if (reloaded.schedules_declared) schedules.Sync(reloaded.schedules);
+  SyncDeclaredQueueLimits(reloaded, connection_options);
   return fmt::format("log level {}, queues [{}], {} slots, {} definitions", reloaded.log.level,
                      fmt::join(reloaded.worker.queues, ", "), reloaded.EffectiveConcurrency(),
                      definition_count);
@@ -351,6 +367,8 @@ int RunDaemon(const std::vector<std::string>& args) {
   schedule_options.metrics = metrics.get();
   ScheduleService schedules(schedule_options);
   if (config.schedules_declared) schedules.Sync(config.schedules);
+  // Queue limits hold before this daemon claims anything.
+  SyncDeclaredQueueLimits(config, daemon_connection());
   worker.Start();
   bool clean = true;  // false: steps still ran when the grace period ended
   stops.Push("worker", [&] { clean = worker.Stop(); });
@@ -401,7 +419,8 @@ int RunDaemon(const std::vector<std::string>& args) {
       Notify(fmt::format("RELOADING=1\nMONOTONIC_USEC={}\nSTATUS=reloading the configuration",
                          MonotonicMicros()));
       try {
-        spdlog::info("SIGHUP: reloaded: {}", ReloadDaemon(vm, config, *plugins, worker, schedules));
+        spdlog::info("SIGHUP: reloaded: {}",
+                     ReloadDaemon(vm, config, *plugins, worker, schedules, daemon_connection()));
       } catch (const std::exception& e) {
         spdlog::error("SIGHUP: configuration not reloaded, the daemon goes on as it was: {}",
                       e.what());

@@ -122,6 +122,12 @@ void CheckConfig(const DaemonConfig& c, const FailFn& fail) {
     }
     if (!queues.insert(q).second) fail(path, "duplicate queue " + Quoted(q));
   }
+  for (const auto& [queue, limit] : c.queue_limits) {
+    if (!IsValidDefinitionName(queue)) {
+      fail("queue_limits." + queue,
+           "invalid queue name " + Quoted(queue) + ": must match ^[A-Za-z_][A-Za-z0-9_.-]{0,127}$");
+    }
+  }
   if (c.worker.concurrency < 1 || c.worker.concurrency > kMaxConcurrency) {
     fail("worker.concurrency",
          "must be an integer between 1 and " + std::to_string(kMaxConcurrency));
@@ -245,13 +251,20 @@ void RecordOrigins(DaemonConfig& c, const std::string& path, const YAML::Node& n
   }
 }
 
+// A top-level key read whole (schedules, queue_limits), not a section of keys.
+bool IsTopLevelKey(const std::string& name) {
+  const auto& keys = config::Keys();
+  return std::any_of(keys.begin(), keys.end(),
+                     [&](const config::Key& key) { return key.path == name; });
+}
+
 // Reads the keys one file names over what earlier layers set.
 void ReadFileLayer(const YAML::Node& root, const config::Layer& layer, DaemonConfig& c) {
   if (!root.IsDefined() || root.IsNull()) return;  // an empty file sets nothing
   yaml::CheckMap(root, layer.source, "", AllowedKeys(""));
   for (const auto& entry : root) {
     const std::string section = entry.first.Scalar();
-    if (entry.second.IsMap() || section == "schedules") continue;
+    if (entry.second.IsMap() || IsTopLevelKey(section)) continue;
     if (entry.second.IsNull()) continue;  // "worker:" with nothing under it
     yaml::Fail(layer.source, entry.second, section, "must be a mapping");
   }
@@ -270,7 +283,7 @@ void ReadFileLayer(const YAML::Node& root, const config::Layer& layer, DaemonCon
   }
   for (const auto& entry : root) {
     const std::string section = entry.first.Scalar();
-    if (entry.second.IsMap() && section != "schedules") {
+    if (entry.second.IsMap() && !IsTopLevelKey(section)) {
       yaml::CheckMap(entry.second, layer.source, section, AllowedKeys(section));
     }
   }

@@ -107,6 +107,13 @@ struct MaintenanceConfig {
   std::chrono::milliseconds retention{std::chrono::hours(24 * 30)};  // 0 = keep forever
 };
 
+// One queue's fleet-wide limits (`queue_limits:`); at least one is set.
+struct QueueLimitConfig {
+  std::optional<int> max_running;         // runs of the queue in status 'running' at once
+  std::optional<double> rate_per_second;  // steps a second, every step of every run
+  std::optional<int> burst;               // tokens the bucket holds; with a rate only
+};
+
 // Where a configuration value came from.
 struct ConfigOrigin {
   std::string source;        // a file's path, "environment" or "command line"
@@ -128,6 +135,11 @@ struct DaemonConfig {
   // the daemon makes the schedules table match it.
   std::vector<ScheduleDefinition> schedules;
   bool schedules_declared = false;
+  // The `queue_limits:` section, by queue; declared = the key is present
+  // (even empty), so the daemon makes the fleet's queue_limits table match
+  // it at start and on SIGHUP.
+  std::map<std::string, QueueLimitConfig> queue_limits;
+  bool queue_limits_declared = false;
   std::string source;  // the config file, "" for defaults only
   // Where each key set by a layer came from (key path, or path of a list
   // item such as worker.queues[1]); keys absent here have their defaults.

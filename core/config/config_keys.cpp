@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include "byte_size.hpp"
 #include "duration.hpp"
@@ -144,6 +145,71 @@ Key UrlKey(const std::string& path, DatabaseUrlSource::Kind kind) {
           }};
 }
 
+// The `queue_limits:` section: queue name -> {max_running, rate_per_second,
+// burst}. burst defaults to the rate rounded up (one second's worth).
+Key QueueLimitsKey() {
+  const std::string path = "queue_limits";
+  return {path,
+          [=](const YAML::Node& node, const Layer& layer, DaemonConfig& c) {
+            if (!node.IsMap() && !node.IsNull()) {
+              yaml::Fail(layer.source, node, path, "must be a mapping of queue names to limits");
+            }
+            std::map<std::string, QueueLimitConfig> limits;
+            for (const auto& entry : node) {
+              const std::string queue = entry.first.Scalar();
+              const std::string at = yaml::Join(path, queue);
+              const YAML::Node& limit = entry.second;
+              yaml::CheckMap(limit, layer.source, at, {"max_running", "rate_per_second", "burst"});
+              QueueLimitConfig q;
+              if (const YAML::Node v = limit["max_running"]) {
+                q.max_running = static_cast<int>(yaml::ReadInt(
+                    v, layer.source, yaml::Join(at, "max_running"), 1, kMaxQueueLimit));
+              }
+              if (const YAML::Node v = limit["rate_per_second"]) {
+                const std::string rate_path = yaml::Join(at, "rate_per_second");
+                q.rate_per_second = yaml::ReadDouble(v, layer.source, rate_path);
+                if (*q.rate_per_second <= 0 || *q.rate_per_second > kMaxQueueLimit) {
+                  yaml::Fail(layer.source, v, rate_path,
+                             "must be a number of steps a second greater than 0 and at most " +
+                                 std::to_string(kMaxQueueLimit) +
+                                 " (leave it out for no rate limit)");
+                }
+              }
+              if (const YAML::Node v = limit["burst"]) {
+                const std::string burst_path = yaml::Join(at, "burst");
+                if (!q.rate_per_second) {
+                  yaml::Fail(layer.source, v, burst_path, "needs rate_per_second beside it");
+                }
+                q.burst =
+                    static_cast<int>(yaml::ReadInt(v, layer.source, burst_path, 1, kMaxQueueLimit));
+              } else if (q.rate_per_second) {
+                q.burst = static_cast<int>(std::max(1.0, std::ceil(*q.rate_per_second)));
+              }
+              if (!q.max_running && !q.rate_per_second) {
+                yaml::Fail(layer.source, entry.first, at,
+                           "sets no limit: give max_running, rate_per_second or both (a queue "
+                           "left out of queue_limits has none)");
+              }
+              limits[queue] = q;
+            }
+            c.queue_limits = std::move(limits);
+            c.queue_limits_declared = true;
+          },
+          [](const DaemonConfig& c) -> Json {
+            if (!c.queue_limits_declared) return nullptr;
+            Json out = Json::object();
+            for (const auto& [queue, q] : c.queue_limits) {
+              Json limit = Json::object();
+              if (q.max_running) limit["max_running"] = *q.max_running;
+              if (q.rate_per_second) limit["rate_per_second"] = *q.rate_per_second;
+              if (q.burst) limit["burst"] = *q.burst;
+              out[queue] = std::move(limit);
+            }
+            return out;
+          },
+          true};
+}
+
 // A key that SIGHUP applies while the daemon runs.
 Key Reloadable(Key key) {
   key.reloadable = true;
@@ -209,6 +275,8 @@ const std::vector<Key>& Keys() {
              1, kMaxCrashLimit),
       DurationKey("maintenance.retention", &DaemonConfig::maintenance,
                   &MaintenanceConfig::retention),
+
+      Reloadable(QueueLimitsKey()),
 
       Reloadable({"schedules",
                   [](const YAML::Node& node, const Layer& layer, DaemonConfig& c) {

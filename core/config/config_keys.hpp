@@ -22,6 +22,7 @@ inline constexpr int kMaxConcurrency = 1024;
 inline constexpr int kMaxPoolSize = 10000;
 inline constexpr int kMaxClaimBatch = 10000;
 inline constexpr int kMaxCrashLimit = 100;
+inline constexpr int kMaxQueueLimit = 1000000;  // max_running, burst and rate_per_second
 inline constexpr uint64_t kMinMemoryLimit = uint64_t{64} << 20;
 
 // One layer of configuration being read: a file, the environment or the

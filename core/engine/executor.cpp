@@ -116,7 +116,8 @@ bool Executor::LockStack(const std::string& run_id) {
   }
 }
 
-ExecutionEnd Executor::Execute(Run claimed, const std::atomic<bool>& stopping) {
+ExecutionEnd Executor::Execute(const store::ClaimedRun& claim, const std::atomic<bool>& stopping) {
+  const Run& claimed = claim.run;
   try {
     if (!LockStack(claimed.id)) {
       // A zombie still executes this run on another session; let it finish
@@ -153,7 +154,8 @@ ExecutionEnd Executor::Execute(Run claimed, const std::atomic<bool>& stopping) {
       const std::string& run_id;
       ~Drop() { leases.Drop(run_id); }
     } drop{leases_, claimed.id};
-    return ExecuteLocked(fresh->run, std::move(fresh->resume), fresh->past_deadline, stopping);
+    return ExecuteLocked(fresh->run, std::move(fresh->resume), fresh->past_deadline,
+                         claim.step_tokens, stopping);
   } catch (const std::exception& e) {
     spdlog::error("run {}: {}", claimed.id, e.what());
     return ExecutionEnd::kLost;
@@ -161,7 +163,7 @@ ExecutionEnd Executor::Execute(Run claimed, const std::atomic<bool>& stopping) {
 }
 
 ExecutionEnd Executor::ExecuteLocked(Run& run, std::optional<Resume> resume, bool past_deadline,
-                                     const std::atomic<bool>& stopping) {
+                                     bool step_tokens, const std::atomic<bool>& stopping) {
   const WorkflowDefinition* workflow = definitions_.FindByHash(run.definition_hash);
   if (!workflow) {
     // Claims filter on served definitions, so this is a bug, not a state.
@@ -169,12 +171,22 @@ ExecutionEnd Executor::ExecuteLocked(Run& run, std::optional<Resume> resume, boo
     Release(run, options_.stack_busy_delay);
     return ExecutionEnd::kHandedBack;
   }
+  bool first_step = true;  // its token, if any, was spent by the claim
   while (true) {
     if (stopping.load()) {
       return Release(run, std::chrono::milliseconds(0)) ? ExecutionEnd::kHandedBack
                                                         : ExecutionEnd::kLost;
     }
     if (leases_.Lost(run.id)) return ExecutionEnd::kLost;
+    if (step_tokens && !first_step) {
+      const std::chrono::milliseconds no_token_for = connection_->Autocommit(
+          [&](store::Tx& tx) { return store::TakeStepToken(tx, run.queue); });
+      if (no_token_for.count() > 0) {
+        if (options_.metrics) options_.metrics->RateLimited(run.queue);
+        return Release(run, no_token_for) ? ExecutionEnd::kHandedBack : ExecutionEnd::kLost;
+      }
+    }
+    first_step = false;
     const auto step_started = std::chrono::steady_clock::now();
     std::string step_name;
     // An unwinding run's waits were cancelled or expired: it resumes from none.

@@ -42,7 +42,8 @@ struct ExecutorOptions {
 
 enum class ExecutionEnd {
   kParked,      // ready in the future, waiting, or finished: nothing more to do now
-  kHandedBack,  // released without consuming an attempt (shutdown, stack held elsewhere)
+  kHandedBack,  // released without consuming an attempt (shutdown, stack held elsewhere,
+                // no token of its queue's rate limit for its next step)
   kLost,        // the lease or the version fence was lost: someone else owns the run
 };
 
@@ -55,7 +56,10 @@ class Executor {
   // Executes a run claimed by this worker. `stopping` asks it to hand the run
   // back after the step in flight commits. Never throws for a step's failure;
   // database errors end the run's turn here (kLost) and are logged.
-  ExecutionEnd Execute(Run claimed, const std::atomic<bool>& stopping);
+  // A claim with step_tokens (a rate-limited queue) takes a token before each
+  // step after the first; without one the run is handed back, due when the
+  // bucket next holds a token, so that it waits without holding the slot.
+  ExecutionEnd Execute(const store::ClaimedRun& claim, const std::atomic<bool>& stopping);
 
   // False after a connection error: the slot should build a new Executor.
   bool Healthy() const;
@@ -67,7 +71,7 @@ class Executor {
   using Planner = std::function<StepPlan(const StepOutcome&)>;
   // past_deadline: the run was claimed after its deadline passed.
   ExecutionEnd ExecuteLocked(Run& run, std::optional<Resume> resume, bool past_deadline,
-                             const std::atomic<bool>& stopping);
+                             bool step_tokens, const std::atomic<bool>& stopping);
   // The step at the cursor, resuming from `resume` when a signal claimed the
   // run's wait; step_name receives what ran. A run past its deadline fails
   // there instead, without running the step.

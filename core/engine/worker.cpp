@@ -237,12 +237,12 @@ void Worker::PollLoop() {
         if (options_.metrics) {
           options_.metrics->Claimed(std::chrono::steady_clock::now() - claim_started,
                                     static_cast<int64_t>(runs.size()));
-          for (const auto& run : runs) options_.metrics->RunsClaimed(run.queue);
+          for (const auto& claim : runs) options_.metrics->RunsClaimed(claim.run.queue);
         }
         if (!runs.empty()) {
           {
             std::lock_guard lock(mutex_);
-            for (auto& run : runs) queue_.push_back({std::move(run), definitions});
+            for (auto& claim : runs) queue_.push_back({std::move(claim), definitions});
           }
           slots_cv_.notify_all();
           std::lock_guard stats_lock(stats_mutex_);
@@ -306,7 +306,6 @@ void Worker::SlotLoop(int slot) {
       ++busy_;
       if (options_.metrics) options_.metrics->SetSlots(busy_, std::max(0, concurrency_ - busy_));
     }
-    Run& run = claimed.run;
     pulse.Beat(options_.lease);
     ExecutionEnd end = ExecutionEnd::kLost;
     try {
@@ -319,7 +318,7 @@ void Worker::SlotLoop(int slot) {
                                               executor_options, leases_);
         executor_definitions = claimed.definitions;
       }
-      end = executor->Execute(std::move(run), stop_runs_);
+      end = executor->Execute(claimed.claim, stop_runs_);
       failures = 0;
     } catch (const std::exception& e) {
       // The claimed run stays leased until the reaper hands it back.
@@ -387,7 +386,7 @@ bool Worker::Stop() {
   try {
     auto connection = Connect("stop");
     for (const Claimed& claimed : unstarted) {
-      const Run& run = claimed.run;
+      const Run& run = claimed.claim.run;
       connection->Transact([&](store::Tx& tx) {
         store::ReleaseRun(tx, run.id, run.version, options_.worker_id,
                           std::chrono::milliseconds(0));

@@ -112,7 +112,7 @@ class Worker {
  private:
   // A claimed run and the definitions it was claimed under.
   struct Claimed {
-    Run run;
+    store::ClaimedRun claim;
     std::shared_ptr<const DefinitionSet> definitions;
   };
 

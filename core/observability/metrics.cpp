@@ -318,7 +318,13 @@ Metrics::Metrics()
       runs_handed_back_(registry_.AddCounter(
           "cairn_runs_handed_back_total",
           "Runs this worker handed back without consuming an attempt: at shutdown, or because "
-          "another session held the run's stack lock.")),
+          "another session held the run's stack lock, or its queue's rate limit had no token "
+          "for its next step.")),
+      rate_limited_(registry_.AddCounter(
+          "cairn_rate_limited_total",
+          "Runs this worker handed back because their queue's rate limit (queue_limits) had no "
+          "token for their next step, by queue.",
+          {"queue"})),
       stack_lock_contention_(registry_.AddCounter(
           "cairn_stack_lock_contention_total",
           "Claimed runs whose stack lock another session held (a zombie still executing them); "
@@ -429,6 +435,8 @@ void Metrics::RunFinished(std::string_view workflow, RunStatus status) {
 }
 
 void Metrics::RunHandedBack() { runs_handed_back_.Increment(); }
+
+void Metrics::RateLimited(std::string_view queue) { rate_limited_.Increment({std::string(queue)}); }
 
 void Metrics::StackLockContended() { stack_lock_contention_.Increment(); }
 

@@ -211,6 +211,9 @@ class Metrics {
                  std::chrono::steady_clock::duration duration, RunStatus status_after);
   void RunFinished(std::string_view workflow, RunStatus status);
   void RunHandedBack();
+  // A run handed back because its queue's rate limit had no token for its
+  // next step (it is also counted by RunHandedBack).
+  void RateLimited(std::string_view queue);
   void StackLockContended();
   void OccConflict();
   void LeasesRenewed(int64_t count);
@@ -256,6 +259,7 @@ class Metrics {
   metrics::HistogramFamily& step_duration_;
   metrics::CounterFamily& runs_finished_;
   metrics::CounterFamily& runs_handed_back_;
+  metrics::CounterFamily& rate_limited_;
   metrics::CounterFamily& stack_lock_contention_;
   metrics::CounterFamily& occ_conflicts_;
   metrics::CounterFamily& lease_renewals_;

@@ -304,9 +304,42 @@ std::string StartChildRun(Tx& tx, const std::string& parent_run_id,
                           const std::optional<std::string>& parent_wait_key,
                           const ChildStart& child);
 
-std::vector<Run> ClaimRuns(Tx& tx, const std::vector<std::string>& queues,
-                           const std::vector<std::string>& definition_hashes, int limit,
-                           const std::string& worker_id, std::chrono::milliseconds lease);
+// A run the claim handed this worker.
+struct ClaimedRun {
+  Run run;
+  // Its queue has a rate limit: the claim spent a token on its first step,
+  // and each further step of this claim takes one (TakeStepToken).
+  bool step_tokens = false;
+};
+// Claims up to `limit` due runs of the queues, within each limited queue's
+// room (queue_limits: max_running and the token bucket), fleet-wide.
+std::vector<ClaimedRun> ClaimRuns(Tx& tx, const std::vector<std::string>& queues,
+                                  const std::vector<std::string>& definition_hashes, int limit,
+                                  const std::string& worker_id, std::chrono::milliseconds lease);
+// Takes a token of the queue's bucket for a held run's next step: zero when
+// taken (or the queue has no rate any more), else how long until the bucket
+// next holds one, by database time.
+std::chrono::milliseconds TakeStepToken(Tx& tx, const std::string& queue);
+
+// A queue's fleet-wide limits (a row of queue_limits).
+struct QueueLimit {
+  std::string queue;
+  std::optional<int> max_running;         // runs in status 'running' at once
+  std::optional<double> rate_per_second;  // steps a second; with burst
+  std::optional<int> burst;               // the most tokens the bucket holds
+  std::optional<double> tokens;           // read: what the bucket holds now
+  int64_t running = 0;                    // read: the queue's running runs now
+};
+// What setting a queue's limits found: nothing to change, a new limit, or a
+// limit that was different (`before`, as the database had it).
+struct QueueLimitChange {
+  enum Kind { kUnchanged, kInserted, kUpdated } kind = kUnchanged;
+  QueueLimit before;
+};
+std::vector<QueueLimit> ListQueueLimits(Tx& tx);
+QueueLimitChange SetQueueLimit(Tx& tx, const QueueLimit& limit);
+// Lifts the limits of every queue not named; returns the queues lifted.
+std::vector<std::string> DeleteQueueLimitsExcept(Tx& tx, const std::vector<std::string>& queues);
 // Milliseconds until the next claimable run is due; nullopt when none is ready.
 std::optional<int64_t> MillisUntilNextDue(Tx& tx, const std::vector<std::string>& queues,
                                           const std::vector<std::string>& definition_hashes);

@@ -78,16 +78,71 @@ std::string DatabaseNowPlus(Tx& tx, std::chrono::milliseconds offset) {
   return Internal(tx).Exec("now_plus", static_cast<int64_t>(offset.count()))[0][0].c_str();
 }
 
-std::vector<Run> ClaimRuns(Tx& tx, const std::vector<std::string>& queues,
-                           const std::vector<std::string>& definition_hashes, int limit,
-                           const std::string& worker_id, std::chrono::milliseconds lease) {
-  std::vector<Run> runs;
+std::vector<ClaimedRun> ClaimRuns(Tx& tx, const std::vector<std::string>& queues,
+                                  const std::vector<std::string>& definition_hashes, int limit,
+                                  const std::string& worker_id, std::chrono::milliseconds lease) {
+  std::vector<ClaimedRun> runs;
   for (const auto& row :
        Internal(tx).Exec("claim_runs", ArrayLiteral(queues), ArrayLiteral(definition_hashes), limit,
                          worker_id, static_cast<int64_t>(lease.count()))) {
-    runs.push_back(DecodeRun(row));
+    runs.push_back({DecodeRun(row), row["step_tokens"].as<bool>()});
   }
   return runs;
+}
+
+std::chrono::milliseconds TakeStepToken(Tx& tx, const std::string& queue) {
+  const pqxx::result rows = Internal(tx).Exec("take_step_token", queue);
+  if (rows.empty()) return std::chrono::milliseconds(0);
+  return std::chrono::milliseconds(rows[0][0].as<int64_t>());
+}
+
+namespace {
+
+template <typename T>
+std::optional<T> OptionalValue(const pqxx::field& field) {
+  if (field.is_null()) return std::nullopt;
+  return field.as<T>();
+}
+
+}  // namespace
+
+std::vector<QueueLimit> ListQueueLimits(Tx& tx) {
+  std::vector<QueueLimit> limits;
+  for (const auto& row : Internal(tx).Exec("queue_limits_list")) {
+    QueueLimit limit;
+    limit.queue = row["queue"].c_str();
+    limit.max_running = OptionalValue<int>(row["max_running"]);
+    limit.rate_per_second = OptionalValue<double>(row["rate_per_second"]);
+    limit.burst = OptionalValue<int>(row["burst"]);
+    limit.tokens = OptionalValue<double>(row["tokens"]);
+    limit.running = row["running"].as<int64_t>();
+    limits.push_back(std::move(limit));
+  }
+  return limits;
+}
+
+QueueLimitChange SetQueueLimit(Tx& tx, const QueueLimit& limit) {
+  if (limit.queue.empty()) throw InvalidArgumentError("a queue limit needs a queue name");
+  const pqxx::result rows = Internal(tx).Exec("queue_limit_upsert", limit.queue, limit.max_running,
+                                              limit.rate_per_second, limit.burst);
+  QueueLimitChange change;
+  if (rows.empty()) return change;
+  const pqxx::row row = rows[0];
+  change.kind =
+      row["existed"].as<bool>() ? QueueLimitChange::kUpdated : QueueLimitChange::kInserted;
+  change.before.queue = limit.queue;
+  change.before.max_running = OptionalValue<int>(row["old_max_running"]);
+  change.before.rate_per_second = OptionalValue<double>(row["old_rate_per_second"]);
+  change.before.burst = OptionalValue<int>(row["old_burst"]);
+  return change;
+}
+
+std::vector<std::string> DeleteQueueLimitsExcept(Tx& tx, const std::vector<std::string>& queues) {
+  std::vector<std::string> lifted;
+  for (const auto& row : Internal(tx).Exec("queue_limits_delete_except", ArrayLiteral(queues))) {
+    lifted.emplace_back(row[0].c_str());
+  }
+  return lifted;
 }
 
 std::optional<int64_t> MillisUntilNextDue(Tx& tx, const std::vector<std::string>& queues,

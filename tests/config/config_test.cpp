@@ -180,6 +180,51 @@ TEST(ConfigLoader, DefaultWorkerIdIsHostnameAndPid) {
   EXPECT_GT(id.find(':'), 0u);
 }
 
+TEST(ConfigLoader, ReadsQueueLimitsWithTheBurstDefaultingToOneSecondOfRate) {
+  const DaemonConfig none = LoadConfigFromString("", "cairn.yaml");
+  EXPECT_FALSE(none.queue_limits_declared);
+  EXPECT_TRUE(none.queue_limits.empty());
+
+  const DaemonConfig c = LoadConfigFromString(
+      "queue_limits:\n"
+      "  payments:\n"
+      "    max_running: 10\n"
+      "  mail:\n"
+      "    rate_per_second: 2.5\n"
+      "  api:\n"
+      "    max_running: 4\n"
+      "    rate_per_second: 50\n"
+      "    burst: 100\n",
+      "cairn.yaml");
+  ASSERT_TRUE(c.queue_limits_declared);
+  ASSERT_EQ(c.queue_limits.size(), 3u);
+  const QueueLimitConfig& payments = c.queue_limits.at("payments");
+  EXPECT_EQ(payments.max_running, 10);
+  EXPECT_FALSE(payments.rate_per_second);
+  EXPECT_FALSE(payments.burst);
+  const QueueLimitConfig& mail = c.queue_limits.at("mail");
+  EXPECT_FALSE(mail.max_running);
+  EXPECT_DOUBLE_EQ(mail.rate_per_second.value_or(0), 2.5);
+  EXPECT_EQ(mail.burst, 3);  // one second of rate, rounded up
+  const QueueLimitConfig& api = c.queue_limits.at("api");
+  EXPECT_EQ(api.max_running, 4);
+  EXPECT_EQ(api.burst, 100);
+
+  const Json shown = ShowConfig(c);
+  const auto it = std::find_if(shown.begin(), shown.end(),
+                               [](const Json& e) { return e["key"] == "queue_limits"; });
+  ASSERT_NE(it, shown.end());
+  EXPECT_EQ((*it)["value"]["api"],
+            (Json{{"max_running", 4}, {"rate_per_second", 50.0}, {"burst", 100}}));
+  EXPECT_EQ((*it)["value"]["mail"], (Json{{"rate_per_second", 2.5}, {"burst", 3}}));
+  EXPECT_TRUE((*it)["reloadable"].get<bool>());
+
+  // An empty section is declared: the fleet's limits are lifted.
+  const DaemonConfig empty = LoadConfigFromString("queue_limits: {}\n", "cairn.yaml");
+  EXPECT_TRUE(empty.queue_limits_declared);
+  EXPECT_TRUE(empty.queue_limits.empty());
+}
+
 TEST(ConfigLoader, ResolvesRelativePathsAgainstTheConfigFolder) {
   TempDir dir;
   const fs::path file = dir.Write("etc/cairn.yaml",
@@ -265,6 +310,28 @@ TEST(ConfigLoader, EveryValidationErrorNamesFileLineAndKey) {
        "cairn.yaml:3: database.url_file: set only one of url, url_file and url_credential (url "
        "is set too)"},
       {"worker:\n  concurrency: [1\n", "cairn.yaml:"},
+      {"queue_limits:\n  api:\n    max_running: -1\n",
+       "cairn.yaml:3: queue_limits.api.max_running: must be an integer between 1 and 1000000"},
+      {"queue_limits:\n  api:\n    max_running: 0\n",
+       "cairn.yaml:3: queue_limits.api.max_running: must be an integer between 1 and 1000000"},
+      {"queue_limits:\n  api:\n    rate_per_second: 0\n",
+       "cairn.yaml:3: queue_limits.api.rate_per_second: must be a number of steps a second "
+       "greater than 0"},
+      {"queue_limits:\n  api:\n    rate_per_second: -5\n",
+       "cairn.yaml:3: queue_limits.api.rate_per_second: must be a number of steps a second"},
+      {"queue_limits:\n  api:\n    rate_per_second: fast\n",
+       "cairn.yaml:3: queue_limits.api.rate_per_second: must be a number, got \"fast\""},
+      {"queue_limits:\n  api:\n    rate_per_second: 5\n    burst: 0\n",
+       "cairn.yaml:4: queue_limits.api.burst: must be an integer between 1 and 1000000"},
+      {"queue_limits:\n  api:\n    max_running: 2\n    burst: 5\n",
+       "cairn.yaml:4: queue_limits.api.burst: needs rate_per_second beside it"},
+      {"queue_limits:\n  api:\n    max_runing: 2\n",
+       "cairn.yaml:3: queue_limits.api.max_runing: unknown key"},
+      {"queue_limits:\n  api: {}\n", "cairn.yaml:2: queue_limits.api: sets no limit"},
+      {"queue_limits: [api]\n",
+       "cairn.yaml:1: queue_limits: must be a mapping of queue names to limits"},
+      {"queue_limits:\n  \"a b\":\n    max_running: 1\n",
+       "cairn.yaml:3: queue_limits.a b: invalid queue name \"a b\""},
   };
   for (const BadCase& c : cases) {
     const std::string message = LoadError(c.text);
@@ -580,6 +647,7 @@ std::map<std::string, std::string> SampleValues(const fs::path& dir) {
       {"maintenance.reaper_interval", "10s"},
       {"maintenance.crash_limit", "5"},
       {"maintenance.retention", "7d"},
+      {"queue_limits", "{api: {max_running: 3, rate_per_second: 2.5, burst: 4}}"},
       {"schedules", "[{name: nightly, workflow: w, cron: '0 3 * * *'}]"},
   };
 }

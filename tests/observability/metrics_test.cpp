@@ -209,6 +209,7 @@ const std::vector<std::string>& CairnFamilies() {
       "cairn_step_duration_seconds",
       "cairn_runs_finished_total",
       "cairn_runs_handed_back_total",
+      "cairn_rate_limited_total",
       "cairn_stack_lock_contention_total",
       "cairn_occ_conflicts_total",
       "cairn_lease_renewals_total",
@@ -241,6 +242,7 @@ void RecordEverything(Metrics& m) {
   m.StepEnded("orders", "charge", kStepLost, 1ms, RunStatus::kRunning);
   m.StepEnded("orders", "charge", kStepFailed, 1ms, RunStatus::kFailed);
   m.RunHandedBack();
+  m.RateLimited("geocoder");
   m.StackLockContended();
   m.OccConflict();
   m.LeasesRenewed(4);
@@ -286,6 +288,7 @@ TEST(CairnMetrics, RendersEveryFamilyWithCairnNamesThatPromtoolAccepts) {
            "cairn_runs_finished_total{status=\"completed\",workflow=\"orders\"} 1\n",
            "cairn_runs_finished_total{status=\"failed\",workflow=\"orders\"} 1\n",
            "cairn_runs_handed_back_total 1\n",
+           "cairn_rate_limited_total{queue=\"geocoder\"} 1\n",
            "cairn_stack_lock_contention_total 1\n",
            "cairn_occ_conflicts_total 1\n",
            "cairn_lease_renewals_total 4\n",
