@@ -259,9 +259,12 @@ Executor::StepResult Executor::RunCompensation(Run& run, const WorkflowDefinitio
   }
   const StepDefinition compensation = compensated->Compensation();
   step_name = compensation.name;
-  return RunStep(run, workflow, compensation, [&](const StepOutcome& outcome) {
-    return PlanCompensation(run, *compensated, outcome, JitterSample(), options_.lease);
-  });
+  return RunStep(
+      run, workflow, compensation,
+      [&](const StepOutcome& outcome) {
+        return PlanCompensation(run, *compensated, outcome, JitterSample(), options_.lease);
+      },
+      compensated->name);
 }
 
 Executor::StepResult Executor::Adopt(Run& run, const StepPlan& plan, CommittedPlan committed) {
@@ -300,7 +303,8 @@ Executor::StepResult Executor::CommitAlone(Run& run, StepPlan plan) {
 }
 
 Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workflow,
-                                       const StepDefinition& step, const Planner& plan_for) {
+                                       const StepDefinition& step, const Planner& plan_for,
+                                       const std::string& compensates) {
   const ScopedRunLog run_log({run.id, workflow.name, step.name, run.attempt + 1});
   if (options_.pulse) options_.pulse->Beat(step.timeout + options_.lease);
   auto log = [&](spdlog::level::level_enum level, const std::string& message) {
@@ -313,6 +317,7 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
   call.run_id = run.id;
   call.workflow = workflow.name;
   call.step = step.name;
+  call.compensates = compensates;
   call.attempt = run.attempt + 1;
   call.input = &run.input;
   call.context = &run.context;

@@ -22,7 +22,9 @@
  *     the host table (next, jump, wait, wait_children, sleep, complete, fail)
  *     on that handle. From ABI 1.3 it can make an effect outside the
  *     database once across attempts with the idempotency store
- *     (idempotency_claim, idempotency_complete, idempotency_fail).
+ *     (idempotency_claim, idempotency_complete, idempotency_fail). From
+ *     ABI 1.4 a compensation learns which step of the workflow it undoes
+ *     (cairn_step_call.compensates).
  *     It returns a small result code (CAIRN_OK / CAIRN_RETRY / CAIRN_ERROR);
  *     details travel through host calls, never through the return value.
  *   - JSON crosses as UTF-8 bytes {data, len}; names, codes and messages as
@@ -55,7 +57,7 @@ extern "C" {
  * plugins bumps the major; an append to a struct or to the host table bumps
  * the minor. */
 #define CAIRN_ABI_MAJOR 1
-#define CAIRN_ABI_MINOR 3
+#define CAIRN_ABI_MINOR 4
 
 /* The one symbol a plugin exports. */
 #define CAIRN_PLUGIN_ENTRY_SYMBOL "cairn_plugin_entry"
@@ -116,7 +118,9 @@ typedef struct cairn_step_ctx cairn_step_ctx;
 
 struct cairn_host_api; /* defined below */
 
-/* What the host passes to a step function.
+/* What the host passes to a step function. Fields after context exist only
+ * when struct_size covers them (a host of an older minor passes a shorter
+ * struct): read them only after checking struct_size.
  * OWNERSHIP: the struct and every pointer in it are host-owned and valid until
  * the step function returns. */
 typedef struct cairn_step_call {
@@ -124,11 +128,16 @@ typedef struct cairn_step_call {
   const struct cairn_host_api* host; /* the host table (same as at entry) */
   const char* run_id;                /* the run (stack) being executed */
   const char* workflow;              /* its workflow definition name */
-  const char* step;                  /* the step name, as registered */
+  const char* step;                  /* the step's name in the workflow definition; for a
+                                        compensation, the plugin step it runs (compensate:) */
   int32_t attempt;                   /* 1 on the first try, then 2, 3... */
   int32_t transactional;             /* nonzero: sql_exec is available */
   cairn_bytes input;                 /* the run's input: a JSON object */
   cairn_bytes context;               /* the run's context: a JSON object */
+  /* ---- ABI 1.4 ---- */
+  const char* compensates; /* for a compensation, the name of the workflow step it
+                              undoes (the step whose compensate: named it); NULL for
+                              a forward step */
 } cairn_step_call;
 
 /* A step function.
@@ -368,7 +377,7 @@ typedef struct cairn_host_api {
    * OWNERSHIP: key and error are plugin-owned. */
   cairn_result (*idempotency_fail)(cairn_step_ctx* ctx, const char* key, const char* error);
 
-  /* ABI 1.4 and later append functions here. */
+  /* ABI 1.5 and later append functions here (1.4 added no host function). */
 } cairn_host_api;
 
 /* The entry point every plugin exports (name: CAIRN_PLUGIN_ENTRY_SYMBOL).

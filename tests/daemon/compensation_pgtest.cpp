@@ -135,6 +135,28 @@ TEST_F(Compensation, FailureForGoodRunsTheCompensationsThenEndsFailed) {
   Stop(*daemon);
 }
 
+// One compensation shared by two steps learns which of them it undoes
+// (ctx.compensates(), ABI 1.4), in step processes and on threads alike;
+// ctx.step() names the workflow step forward and the compensation's plugin
+// step when unwinding.
+TEST_F(Compensation, ASharedCompensationLearnsWhichStepItUndoes) {
+  for (const std::string isolation : {"process", "thread"}) {
+    DaemonOptions options = Options(2);
+    options.isolation = isolation;
+    auto daemon = std::make_unique<DaemonProcess>(options);
+    ASSERT_TRUE(daemon->StartAndWaitReady()) << isolation << daemon->Log();
+    const std::string id = StartRun("comp_shared", Input());
+    ASSERT_TRUE(WaitForStatus(id, "failed")) << isolation << Lifecycle(id) << daemon->Log();
+    EXPECT_EQ(Journal(id), "a>none b>none undo_shared>b undo_shared>a") << isolation;
+    EXPECT_EQ(Sql("SELECT string_agg(step || '>' || (value->>'for'), ' ' ORDER BY position) "
+                  "FROM {s}.run_events WHERE run_id = '" +
+                  id + "' AND kind = 'compensated'"),
+              "undo_shared>b undo_shared>a")
+        << isolation;
+    Stop(*daemon);
+  }
+}
+
 // A compensation that fails for good (after its retries) ends the run in
 // compensation_failed with the compensations still owed; once the cause is
 // fixed, `cairn retry` resumes unwinding where it stopped.
