@@ -71,6 +71,9 @@ class Deadlines : public DaemonTest {
     EXPECT_THAT(RunColumn(id, "error"), HasSubstr("the run passed its deadline of"));
     EXPECT_EQ(RunEventCount(id, "compensations_done"), 1) << Lifecycle(id);
     EXPECT_NE(RunColumn(id, "finished_at"), "");
+    auto show = Cli({"show", id, "--json"});
+    ASSERT_EQ(show.exit_code, 0) << show.err;
+    EXPECT_EQ(Json::parse(show.out)["error_code"], "deadline_exceeded") << show.out;
   }
 
   // For a run the sweeper failed: not before its deadline.
