@@ -33,6 +33,17 @@ StepOutcome DeadlineOutcome(const Run& run) {
                         "the run passed its deadline of " + run.deadline_at.value_or("?"), false);
 }
 
+// True when a committed plan failed its run at the deadline: the plan itself
+// (a run claimed after its deadline), or the checkpoint, which ended the run
+// because it landed after the deadline.
+bool FailsAtDeadline(const StepPlan& plan, const std::optional<std::string>& ended_with) {
+  if (ended_with == "deadline_exceeded") return true;
+  return std::any_of(plan.events.begin(), plan.events.end(), [](const RunEvent& e) {
+    return e.kind == "failed" && e.value && e.value->is_object() &&
+           e.value->value("code", "") == "deadline_exceeded";
+  });
+}
+
 }  // namespace
 
 // What a commit wrote: the checkpoint, and the signal that was already in the
@@ -280,6 +291,9 @@ Executor::StepResult Executor::Adopt(Run& run, const StepPlan& plan, CommittedPl
   if (committed.checkpoint.ended_with) {
     spdlog::warn("run {}: the checkpoint landed but ended the run ({}), now {}", run.id,
                  *committed.checkpoint.ended_with, ToString(run.status));
+  }
+  if (options_.metrics && FailsAtDeadline(plan, committed.checkpoint.ended_with)) {
+    options_.metrics->DeadlinesExceeded(1);
   }
   StepResult result;
   result.outcome = StepOutcomeLabel(plan.events);
