@@ -204,8 +204,9 @@ typedef struct cairn_host_api {
   void (*log)(cairn_step_ctx* ctx, cairn_log_level level, const char* message);
 
   /* Sets context field key to the JSON value json (any JSON value; the JSON
-   * literal null removes the field). Applied with the step's outcome, whatever
-   * it is; one audit event per changed field. Setting a key twice keeps the
+   * literal null removes the field). Applied with the step's outcome, unless
+   * the step fails (a failed attempt's changes are discarded); one audit
+   * event per changed field. Setting a key twice keeps the
    * last value. Returns CAIRN_ERROR for an empty key or invalid JSON (which
    * also fails the step permanently with code "plugin_error").
    * OWNERSHIP: key and json are plugin-owned; the host copies them. */
