@@ -6,6 +6,7 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <tuple>
 
 #include "cli.hpp"
 #include "config.hpp"
@@ -233,20 +234,21 @@ int RunShow(const std::vector<std::string>& args) {
   const po::variables_map& vm = parsed.vm;
   const std::string& id = parsed.run_id;
   auto connection = Connect(vm, "show");
-  auto [run, waits] = connection.Transact([&](store::Tx& tx) {
+  auto [run, waits, error_code] = connection.Transact([&](store::Tx& tx) {
     auto run = store::GetRun(tx, id);
     if (!run) throw NotFoundError("run " + id + " does not exist");
-    return std::make_pair(*run, store::WaitsOfRun(tx, id));
+    return std::make_tuple(*run, store::WaitsOfRun(tx, id), store::RunErrorCode(tx, id));
   });
   Json waits_json = Json::array();
   for (const auto& wait : waits) waits_json.push_back(WaitToJson(wait));
+  Json object = RunToJson(run);
+  // What failed the run, as a code a script can match; error says it for people.
+  object["error_code"] = error_code ? Json(*error_code) : Json();
   if (vm.count("json")) {
-    Json object = RunToJson(run);
     object["waits"] = waits_json;
     std::cout << object.dump() << "\n";
     return kExitOk;
   }
-  Json object = RunToJson(run);
   for (const auto& [key, value] : object.items()) {
     std::cout << std::left << std::setw(20) << key
               << Printable(value.is_string() ? value.get<std::string>() : value.dump()) << "\n";

@@ -107,9 +107,7 @@ using yaml::Require;
 
 RetryPolicy ParseRetry(const YAML::Node& node, const std::string& source, const std::string& path,
                        LineMap& lines) {
-  yaml::CheckMap(
-      node, source, path,
-      {"max_attempts", "initial_backoff", "max_backoff", "multiplier", "jitter", "non_retryable"});
+  yaml::CheckMap(node, source, path, RetryKeys());
   RetryPolicy r;
   if (auto v = Get(node, "max_attempts", path, lines); v.IsDefined()) {
     r.max_attempts =
@@ -138,9 +136,7 @@ RetryPolicy ParseRetry(const YAML::Node& node, const std::string& source, const 
 
 StepDefinition ParseStep(const YAML::Node& node, const std::string& source, const std::string& path,
                          LineMap& lines) {
-  yaml::CheckMap(
-      node, source, path,
-      {"name", "run", "timeout", "transactional", "compensate", "on_wait_timeout", "retry"});
+  yaml::CheckMap(node, source, path, StepKeys());
   StepDefinition s;
   s.name = yaml::ReadString(Require(node, "name", source, path, lines), source,
                             yaml::Join(path, "name"), false);
@@ -173,8 +169,7 @@ StepDefinition ParseStep(const YAML::Node& node, const std::string& source, cons
 
 WorkflowDefinition ParseWorkflow(const YAML::Node& node, const std::string& source,
                                  const std::string& path) {
-  yaml::CheckMap(node, source, path,
-                 {"name", "version", "queue", "deadline", "key_scope", "steps"});
+  yaml::CheckMap(node, source, path, WorkflowKeys());
   LineMap lines;
   lines.Record(path, node);
   WorkflowDefinition d;
@@ -219,7 +214,7 @@ std::vector<WorkflowDefinition> ParseDocument(const YAML::Node& root, const std:
     throw ConfigError(source, 0, "",
                       "empty definition file: expected a mapping with a \"workflows\" list");
   }
-  yaml::CheckMap(root, source, "", {"workflows"});
+  yaml::CheckMap(root, source, "", WorkflowFileKeys());
   const YAML::Node& const_root = root;
   const YAML::Node workflows = const_root["workflows"];
   if (!workflows.IsDefined()) {
@@ -264,6 +259,31 @@ T JsonGet(const nlohmann::json& j, const char* key, const std::string& source,
 }
 
 }  // namespace
+
+// ---- the keys of a workflow file ------------------------------------------
+
+const std::vector<std::string_view>& WorkflowFileKeys() {
+  static const std::vector<std::string_view> keys = {"workflows"};
+  return keys;
+}
+
+const std::vector<std::string_view>& WorkflowKeys() {
+  static const std::vector<std::string_view> keys = {"name",     "version",   "queue",
+                                                     "deadline", "key_scope", "steps"};
+  return keys;
+}
+
+const std::vector<std::string_view>& StepKeys() {
+  static const std::vector<std::string_view> keys = {
+      "name", "run", "timeout", "transactional", "compensate", "on_wait_timeout", "retry"};
+  return keys;
+}
+
+const std::vector<std::string_view>& RetryKeys() {
+  static const std::vector<std::string_view> keys = {
+      "max_attempts", "initial_backoff", "max_backoff", "multiplier", "jitter", "non_retryable"};
+  return keys;
+}
 
 // ---- RetryPolicy and WorkflowDefinition ----------------------------------
 

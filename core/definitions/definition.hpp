@@ -83,6 +83,14 @@ struct WorkflowDefinition {
   std::optional<std::string> NextStep(std::string_view after) const;
 };
 
+// The keys a workflow file may use, at each level, exactly as the YAML loader
+// accepts them (an unknown key is an error). docs/authoring.md documents each
+// one; a unit test holds the two together.
+const std::vector<std::string_view>& WorkflowFileKeys();  // top level: workflows
+const std::vector<std::string_view>& WorkflowKeys();      // one workflow
+const std::vector<std::string_view>& StepKeys();          // one step
+const std::vector<std::string_view>& RetryKeys();         // a step's retry policy
+
 // True when name matches ^[A-Za-z_][A-Za-z0-9_.-]{0,127}$ (workflow, step,
 // plugin step and queue names).
 bool IsValidDefinitionName(std::string_view name);

@@ -33,6 +33,17 @@ StepOutcome DeadlineOutcome(const Run& run) {
                         "the run passed its deadline of " + run.deadline_at.value_or("?"), false);
 }
 
+// True when a committed plan failed its run at the deadline: the plan itself
+// (a run claimed after its deadline), or the checkpoint, which ended the run
+// because it landed after the deadline.
+bool FailsAtDeadline(const StepPlan& plan, const std::optional<std::string>& ended_with) {
+  if (ended_with == "deadline_exceeded") return true;
+  return std::any_of(plan.events.begin(), plan.events.end(), [](const RunEvent& e) {
+    return e.kind == "failed" && e.value && e.value->is_object() &&
+           e.value->value("code", "") == "deadline_exceeded";
+  });
+}
+
 }  // namespace
 
 // What a commit wrote: the checkpoint, and the signal that was already in the
@@ -270,9 +281,12 @@ Executor::StepResult Executor::RunCompensation(Run& run, const WorkflowDefinitio
   }
   const StepDefinition compensation = compensated->Compensation();
   step_name = compensation.name;
-  return RunStep(run, workflow, compensation, [&](const StepOutcome& outcome) {
-    return PlanCompensation(run, *compensated, outcome, JitterSample(), options_.lease);
-  });
+  return RunStep(
+      run, workflow, compensation,
+      [&](const StepOutcome& outcome) {
+        return PlanCompensation(run, *compensated, outcome, JitterSample(), options_.lease);
+      },
+      compensated->name);
 }
 
 Executor::StepResult Executor::Adopt(Run& run, const StepPlan& plan, CommittedPlan committed) {
@@ -288,6 +302,9 @@ Executor::StepResult Executor::Adopt(Run& run, const StepPlan& plan, CommittedPl
   if (committed.checkpoint.ended_with) {
     spdlog::warn("run {}: the checkpoint landed but ended the run ({}), now {}", run.id,
                  *committed.checkpoint.ended_with, ToString(run.status));
+  }
+  if (options_.metrics && FailsAtDeadline(plan, committed.checkpoint.ended_with)) {
+    options_.metrics->DeadlinesExceeded(1);
   }
   StepResult result;
   result.outcome = StepOutcomeLabel(plan.events);
@@ -311,7 +328,8 @@ Executor::StepResult Executor::CommitAlone(Run& run, StepPlan plan) {
 }
 
 Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workflow,
-                                       const StepDefinition& step, const Planner& plan_for) {
+                                       const StepDefinition& step, const Planner& plan_for,
+                                       const std::string& compensates) {
   const ScopedRunLog run_log({run.id, workflow.name, step.name, run.attempt + 1});
   if (options_.pulse) options_.pulse->Beat(step.timeout + options_.lease);
   auto log = [&](spdlog::level::level_enum level, const std::string& message) {
@@ -324,6 +342,7 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
   call.run_id = run.id;
   call.workflow = workflow.name;
   call.step = step.name;
+  call.compensates = compensates;
   call.attempt = run.attempt + 1;
   call.input = &run.input;
   call.context = &run.context;

@@ -80,8 +80,10 @@ class Executor {
                             std::string& step_name);
   // The compensation at the top of an unwinding run's stack.
   StepResult RunCompensation(Run& run, const WorkflowDefinition& workflow, std::string& step_name);
+  // Runs `step` and commits what plan_for makes of its outcome. For a
+  // compensation, `compensates` names the workflow step it undoes.
   StepResult RunStep(Run& run, const WorkflowDefinition& workflow, const StepDefinition& step,
-                     const Planner& plan_for);
+                     const Planner& plan_for, const std::string& compensates = {});
   // Writes a plan in the caller's transaction: the wait, the completion of
   // the wait the run resumed from, the children, the checkpoint with its
   // events, the signals. Depends on nothing but the plan.

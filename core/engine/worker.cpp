@@ -184,6 +184,7 @@ void Worker::StartMaintenance() {
         if (!options_.metrics) return;
         options_.metrics->LeasesReaped(report.Count("taken over") + report.Count("crashed"));
         options_.metrics->WaitsExpired(report.Count("waits expired"));
+        options_.metrics->DeadlinesExceeded(report.Count("deadlines passed"));
       }};
   sweeper.crash_limit = options_.crash_limit;
   sweeper_ = std::make_unique<Sweeper>(sweeper);

@@ -85,6 +85,8 @@ struct StepCall {
   std::string run_id;
   std::string workflow;
   std::string step;
+  // For a compensation, the workflow step it undoes; empty for a forward step.
+  std::string compensates;
   int attempt = 0;
   const Json* input = nullptr;
   const Json* context = nullptr;

@@ -346,6 +346,11 @@ Metrics::Metrics()
           "cairn_waits_expired_total",
           "Waits whose timeout passed, expired by this worker's keeper (their runs take the "
           "timeout path or fail).")),
+      deadlines_exceeded_(registry_.AddCounter(
+          "cairn_deadlines_exceeded_total",
+          "Runs this worker failed with code deadline_exceeded: by its sweeper (ready, sleeping, "
+          "backing off or waiting past their deadline) or at a claim or checkpoint of its "
+          "executors after the deadline.")),
       signals_sent_(registry_.AddCounter(
           "cairn_signals_sent_total",
           "Signals sent by steps this worker executed, counted when the step's commit landed, by "
@@ -454,6 +459,10 @@ void Metrics::LeasesReaped(int64_t count) {
 
 void Metrics::WaitsExpired(int64_t count) {
   waits_expired_.Increment({}, static_cast<double>(count));
+}
+
+void Metrics::DeadlinesExceeded(int64_t count) {
+  deadlines_exceeded_.Increment({}, static_cast<double>(count));
 }
 
 void Metrics::SignalSent(std::string_view outcome) {

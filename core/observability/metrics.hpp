@@ -220,6 +220,9 @@ class Metrics {
   void LeasesLost(int64_t count);
   void LeasesReaped(int64_t count);
   void WaitsExpired(int64_t count);
+  // Runs this daemon failed with code deadline_exceeded: by its sweeper, or
+  // at a claim or checkpoint of its executors after the run's deadline.
+  void DeadlinesExceeded(int64_t count);
   // A signal a step sent in its commit, by the store's outcome name.
   void SignalSent(std::string_view outcome);
   void ScheduleFired(std::string_view schedule, int64_t runs);
@@ -266,6 +269,7 @@ class Metrics {
   metrics::CounterFamily& leases_lost_;
   metrics::CounterFamily& leases_reaped_;
   metrics::CounterFamily& waits_expired_;
+  metrics::CounterFamily& deadlines_exceeded_;
   metrics::CounterFamily& signals_sent_;
   metrics::CounterFamily& schedule_fires_;
   metrics::CounterFamily& schedule_skips_;

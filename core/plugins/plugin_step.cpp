@@ -35,6 +35,7 @@ class PluginStep final : public Step {
     c.transactional = call.sql != nullptr ? 1 : 0;
     c.input = cairn_bytes{input.data(), input.size()};
     c.context = cairn_bytes{context.data(), context.size()};
+    c.compensates = call.compensates.empty() ? nullptr : call.compensates.c_str();
 
     cairn_step_ctx ctx;
     ctx.call = &call;

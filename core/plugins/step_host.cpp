@@ -102,6 +102,7 @@ StepOutcome Invoke(int fd, const PluginRegistry& plugins, const Json& request) {
   call.run_id = c.at("run_id").get<std::string>();
   call.workflow = c.at("workflow").get<std::string>();
   call.step = c.at("step").get<std::string>();
+  call.compensates = c.at("compensates").get<std::string>();
   call.attempt = c.at("attempt").get<int>();
   call.input = &input;
   call.context = &context;

@@ -99,6 +99,7 @@ class ProcessStep final : public Step {
                            {{"run_id", call.run_id},
                             {"workflow", call.workflow},
                             {"step", step},
+                            {"compensates", call.compensates},
                             {"attempt", call.attempt},
                             {"input", call.input != nullptr ? *call.input : Json::object()},
                             {"context", call.context != nullptr ? *call.context : Json::object()},

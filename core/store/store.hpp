@@ -148,6 +148,10 @@ class Tx {
 // Runs.
 CreateRunResult CreateRun(Tx& tx, const NewRun& run);
 std::optional<Run> GetRun(Tx& tx, const std::string& run_id);
+// The code of the failure that gave a failed or compensation_failed run its
+// status (its newest 'failed' or 'compensation_failed' event); nullopt for
+// other runs.
+std::optional<std::string> RunErrorCode(Tx& tx, const std::string& run_id);
 // Writes the checkpoint and its audit events in one statement. Throws
 // OccConflictError (run id, expected, current) when expected_version is
 // stale (nothing is written) and NotFoundError for an unknown run.

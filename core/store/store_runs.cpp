@@ -43,6 +43,12 @@ std::optional<Run> GetRun(Tx& tx, const std::string& run_id) {
   return DecodeRun(rows[0]);
 }
 
+std::optional<std::string> RunErrorCode(Tx& tx, const std::string& run_id) {
+  pqxx::result rows = Internal(tx).Exec("run_error_code", run_id);
+  if (rows.empty()) return std::nullopt;
+  return OptionalText(rows[0][0]);
+}
+
 CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& c, const std::vector<RunEvent>& events) {
   auto& t = Internal(tx);
   std::optional<std::string> output;

@@ -24,7 +24,8 @@
  *     database once across attempts with the idempotency store
  *     (idempotency_claim, idempotency_complete, idempotency_fail). From
  *     ABI 1.4 a child run it starts may ask to be cancelled along with its
- *     parent (start_child_with).
+ *     parent (start_child_with), and a compensation learns which step of
+ *     the workflow it undoes (cairn_step_call.compensates).
  *     It returns a small result code (CAIRN_OK / CAIRN_RETRY / CAIRN_ERROR);
  *     details travel through host calls, never through the return value.
  *   - JSON crosses as UTF-8 bytes {data, len}; names, codes and messages as
@@ -134,7 +135,9 @@ typedef struct cairn_step_ctx cairn_step_ctx;
 
 struct cairn_host_api; /* defined below */
 
-/* What the host passes to a step function.
+/* What the host passes to a step function. Fields after context exist only
+ * when struct_size covers them (a host of an older minor passes a shorter
+ * struct): read them only after checking struct_size.
  * OWNERSHIP: the struct and every pointer in it are host-owned and valid until
  * the step function returns. */
 typedef struct cairn_step_call {
@@ -142,11 +145,16 @@ typedef struct cairn_step_call {
   const struct cairn_host_api* host; /* the host table (same as at entry) */
   const char* run_id;                /* the run (stack) being executed */
   const char* workflow;              /* its workflow definition name */
-  const char* step;                  /* the step name, as registered */
+  const char* step;                  /* the step's name in the workflow definition; for a
+                                        compensation, the plugin step it runs (compensate:) */
   int32_t attempt;                   /* 1 on the first try, then 2, 3... */
   int32_t transactional;             /* nonzero: sql_exec is available */
   cairn_bytes input;                 /* the run's input: a JSON object */
   cairn_bytes context;               /* the run's context: a JSON object */
+  /* ---- ABI 1.4 ---- */
+  const char* compensates; /* for a compensation, the name of the workflow step it
+                              undoes (the step whose compensate: named it); NULL for
+                              a forward step */
 } cairn_step_call;
 
 /* A step function.
@@ -213,8 +221,9 @@ typedef struct cairn_host_api {
   void (*log)(cairn_step_ctx* ctx, cairn_log_level level, const char* message);
 
   /* Sets context field key to the JSON value json (any JSON value; the JSON
-   * literal null removes the field). Applied with the step's outcome, whatever
-   * it is; one audit event per changed field. Setting a key twice keeps the
+   * literal null removes the field). Applied with the step's outcome, unless
+   * the step fails (a failed attempt's changes are discarded); one audit
+   * event per changed field. Setting a key twice keeps the
    * last value. Returns CAIRN_ERROR for an empty key or invalid JSON (which
    * also fails the step permanently with code "plugin_error").
    * OWNERSHIP: key and json are plugin-owned; the host copies them. */

@@ -256,7 +256,18 @@ class StepContext {
 
   const char* run_id() const { return call_->run_id; }
   const char* workflow() const { return call_->workflow; }
+  // The step's name in the workflow definition; for a compensation, the
+  // plugin step it runs (the step's compensate:).
   const char* step() const { return call_->step; }
+  // For a compensation, the name of the workflow step it undoes (ABI 1.4);
+  // nullptr for a forward step, and on a host older than ABI 1.4, which does
+  // not say.
+  const char* compensates() const {
+    if (call_->struct_size < offsetof(cairn_step_call, compensates) + sizeof(call_->compensates)) {
+      return nullptr;
+    }
+    return call_->compensates;
+  }
   int attempt() const { return call_->attempt; }
   bool transactional() const { return call_->transactional != 0; }
 

@@ -143,6 +143,17 @@ Outcome Journal(StepContext& ctx) {
   return cairn::sdk::Next();
 }
 
+// Registered as journal_compensates and undo_shared: writes one journal row
+// whose step is "<step>><the step it undoes>", or "<step>>none" for a forward
+// step, so a test sees what ctx.step() and ctx.compensates() said.
+Outcome JournalCompensates(StepContext& ctx) {
+  const std::string journal = QualifiedTable(ctx.input().value("journal", ""), "input.journal");
+  const char* undone = ctx.compensates();
+  ctx.sql("INSERT INTO " + journal + " (run_id, step, attempt) VALUES ($1, $2, $3)", ctx.run_id(),
+          std::string(ctx.step()) + ">" + (undone != nullptr ? undone : "none"), ctx.attempt());
+  return cairn::sdk::Next();
+}
+
 // Transactional: reads `SELECT open FROM <input.gate>` (one boolean row);
 // with no row or false it fails (retryable) with code "gate_closed",
 // otherwise it writes a journal row like journal and continues. Lets a test
@@ -377,6 +388,8 @@ CAIRN_PLUGIN("test_steps", "1.0.0",
              CAIRN_STEP("undo_b", Journal),
              CAIRN_STEP("undo_c", Journal),
              CAIRN_STEP("undo_gated", UndoGated),
+             CAIRN_STEP("journal_compensates", JournalCompensates),
+             CAIRN_STEP("undo_shared", JournalCompensates),
              CAIRN_STEP("start_children", StartChildren),
              CAIRN_STEP("child_work", ChildWork),
              CAIRN_STEP("echo", Echo),

@@ -135,6 +135,28 @@ TEST_F(Compensation, FailureForGoodRunsTheCompensationsThenEndsFailed) {
   Stop(*daemon);
 }
 
+// One compensation shared by two steps learns which of them it undoes
+// (ctx.compensates(), ABI 1.4), in step processes and on threads alike;
+// ctx.step() names the workflow step forward and the compensation's plugin
+// step when unwinding.
+TEST_F(Compensation, ASharedCompensationLearnsWhichStepItUndoes) {
+  for (const std::string isolation : {"process", "thread"}) {
+    DaemonOptions options = Options(2);
+    options.isolation = isolation;
+    auto daemon = std::make_unique<DaemonProcess>(options);
+    ASSERT_TRUE(daemon->StartAndWaitReady()) << isolation << daemon->Log();
+    const std::string id = StartRun("comp_shared", Input());
+    ASSERT_TRUE(WaitForStatus(id, "failed")) << isolation << Lifecycle(id) << daemon->Log();
+    EXPECT_EQ(Journal(id), "a>none b>none undo_shared>b undo_shared>a") << isolation;
+    EXPECT_EQ(Sql("SELECT string_agg(step || '>' || (value->>'for'), ' ' ORDER BY position) "
+                  "FROM {s}.run_events WHERE run_id = '" +
+                  id + "' AND kind = 'compensated'"),
+              "undo_shared>b undo_shared>a")
+        << isolation;
+    Stop(*daemon);
+  }
+}
+
 // A compensation that fails for good (after its retries) ends the run in
 // compensation_failed with the compensations still owed; once the cause is
 // fixed, `cairn retry` resumes unwinding where it stopped.
@@ -155,6 +177,7 @@ TEST_F(Compensation, FailedCompensationIsVisibleAndRetryResumesIt) {
   Json shown = Json::parse(show.out);
   EXPECT_EQ(shown["status"], "compensation_failed");
   EXPECT_EQ(shown["compensations"], Json::array({"a", "b"}));
+  EXPECT_EQ(shown["error_code"], "gate_closed") << show.out;
   auto listed = Cli({"list", "--status", "compensation_failed"});
   EXPECT_NE(listed.out.find(id), std::string::npos) << listed.out << listed.err;
 
@@ -165,6 +188,10 @@ TEST_F(Compensation, FailedCompensationIsVisibleAndRetryResumesIt) {
   ASSERT_TRUE(WaitForStatus(id, "failed")) << Lifecycle(id) << daemon->Log();
   EXPECT_EQ(Journal(id), "a b undo_gated undo_a");
   EXPECT_EQ(RunColumn(id, "compensations"), "[]");
+  // Failed again once unwound: the code is the step failure's again.
+  auto failed = Cli({"show", id, "--json"});
+  ASSERT_EQ(failed.exit_code, 0) << failed.err;
+  EXPECT_EQ(Json::parse(failed.out)["error_code"], "permanent") << failed.out;
   Stop(*daemon);
 }
 
@@ -213,6 +240,14 @@ TEST_F(Compensation, ExpiredWaitAndCancelledWaitBothUnwind) {
   EXPECT_EQ(Journal(timed_out), "a undo_a");
   EXPECT_EQ(RunColumn(timed_out, "final_status"), "failed");
   EXPECT_NE(RunColumn(timed_out, "error").find("timed out"), std::string::npos);
+  // The history and cairn show carry the failure's code, as for a step's.
+  EXPECT_EQ(
+      Lifecycle(timed_out),
+      "step_committed(a) step_committed(wait) waiting(wait) wait_expired(after) failed(after) "
+      "compensating(after) compensated(undo_a) compensations_done(undo_a)");
+  auto shown = Cli({"show", timed_out, "--json"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_EQ(Json::parse(shown.out)["error_code"], "wait_timeout") << shown.out;
 
   ASSERT_TRUE(WaitForStatus(cancelled, "waiting")) << daemon->Log();
   EXPECT_EQ(Sql("SELECT outcome || '/' || run_status || '/' || waits_cancelled FROM "

@@ -228,7 +228,12 @@ TEST_F(DaemonE2E, RetriesBackOffThenFailTheRunWithTheLastError) {
   Json run = Json::parse(show.out);
   EXPECT_EQ(run["status"], "failed");
   EXPECT_EQ(run["error"], "fail_always failed on attempt 3");
+  EXPECT_EQ(run["error_code"], "boom") << show.out;
   EXPECT_EQ(run["cursor"], "boom");
+  auto text =
+      RunCommand(CairnBinary(), {"show", id, "--database-url", url(), "--schema", schema()});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("error_code          boom\n"), std::string::npos) << text.out;
 
   auto history = RunCommand(
       CairnBinary(), {"history", id, "--json", "--database-url", url(), "--schema", schema()});

@@ -11,6 +11,8 @@
 #include <string>
 
 #include "daemon_fixture.hpp"
+#include "http_get.hpp"
+#include "pg_harness.hpp"
 
 namespace cairn::test {
 namespace {
@@ -71,6 +73,9 @@ class Deadlines : public DaemonTest {
     EXPECT_THAT(RunColumn(id, "error"), HasSubstr("the run passed its deadline of"));
     EXPECT_EQ(RunEventCount(id, "compensations_done"), 1) << Lifecycle(id);
     EXPECT_NE(RunColumn(id, "finished_at"), "");
+    auto show = Cli({"show", id, "--json"});
+    ASSERT_EQ(show.exit_code, 0) << show.err;
+    EXPECT_EQ(Json::parse(show.out)["error_code"], "deadline_exceeded") << show.out;
   }
 
   // For a run the sweeper failed: not before its deadline.
@@ -173,6 +178,29 @@ TEST_F(Deadlines, ARunningRunFailsAtItsNextCheckpointWithoutCommittingAnotherSte
   EXPECT_EQ(Lifecycle(id),
             "step_committed(a) step_committed(b) failed(c) compensating(c) "
             "compensated(undo_b) compensated(undo_a) compensations_done(undo_a)");
+  Stop(*daemon);
+}
+
+// cairn_deadlines_exceeded_total counts the runs the daemon failed at their
+// deadline, by its sweeper (a sleeping run) and at a checkpoint (a running
+// one), and not a run that finished in time.
+TEST_F(Deadlines, TheMetricCountsDeadlineFailuresOfTheSweeperAndTheCheckpoint) {
+  const auto port = static_cast<uint16_t>(FindFreePort());
+  DaemonOptions options = Options(2);
+  options.metrics_listen = "127.0.0.1:" + std::to_string(port);
+  auto daemon = std::make_unique<DaemonProcess>(options);
+  ASSERT_TRUE(daemon->StartAndWaitReady()) << daemon->Log();
+  const std::string swept =
+      StartWithDeadline("dl_sleep", "1500 milliseconds", Input({{"sleep_ms", 60000}}));
+  const std::string running = StartWithDeadline("dl_slow", "1 second", Input({{"sleep_ms", 2500}}));
+  const std::string quick = StartRun("dl_quick", Input());
+  ASSERT_TRUE(WaitForStatus(swept, "failed", 30s)) << Lifecycle(swept) << daemon->Log();
+  ASSERT_TRUE(WaitForStatus(running, "failed", 30s)) << Lifecycle(running) << daemon->Log();
+  ASSERT_TRUE(WaitForStatus(quick, "completed")) << Lifecycle(quick) << daemon->Log();
+  EXPECT_EQ(DeadlineFailures(swept) + DeadlineFailures(running), 2);
+  const HttpResult metrics = HttpGet(port, "/metrics");
+  ASSERT_EQ(metrics.status, 200) << metrics.body;
+  EXPECT_THAT(metrics.body, HasSubstr("\ncairn_deadlines_exceeded_total 2\n"));
   Stop(*daemon);
 }
 

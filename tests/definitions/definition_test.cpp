@@ -656,5 +656,90 @@ TEST(FinalizeDefinition, ValidatesDefinitionsBuiltInCode) {
   }
 }
 
+// ---- the authoring reference ----------------------------------------------
+
+// The keys docs/authoring.md documents under a "### " heading: the first
+// cells of its table rows that are one key in backquotes ("| `queue` |").
+std::set<std::string> DocumentedKeys(const std::string& heading) {
+  std::ifstream in(std::string(CAIRN_SOURCE_DIR) + "/docs/authoring.md");
+  EXPECT_TRUE(in) << "docs/authoring.md is missing";
+  std::set<std::string> keys;
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("#", 0) == 0) {
+      inside = line == "### " + heading;
+      continue;
+    }
+    if (!inside || line.rfind("| `", 0) != 0) continue;
+    const std::size_t end = line.find("` |", 3);
+    if (end != std::string::npos) keys.insert(line.substr(3, end - 3));
+  }
+  return keys;
+}
+
+std::set<std::string> Keys(const std::vector<std::string_view>& keys) {
+  return {keys.begin(), keys.end()};
+}
+
+// The reference lists exactly the keys the loader accepts, at every level: a
+// key added to the parser without its documentation fails here, and so does
+// documentation of a key the parser refuses.
+TEST(AuthoringReference, ListsExactlyTheKeysTheLoaderAccepts) {
+  EXPECT_EQ(DocumentedKeys("The file"), Keys(WorkflowFileKeys()));
+  EXPECT_EQ(DocumentedKeys("A workflow"), Keys(WorkflowKeys()));
+  EXPECT_EQ(DocumentedKeys("A step"), Keys(StepKeys()));
+  EXPECT_EQ(DocumentedKeys("A step's retry policy"), Keys(RetryKeys()));
+}
+
+// Every accepted key is read: a file that sets each one away from its
+// default loads with each value in place (an accepted key the loader
+// ignored would be a silent no-op).
+TEST(AuthoringReference, EveryAcceptedKeyIsRead) {
+  const auto loaded = LoadDefinitionsFromString(R"(
+workflows:
+  - name: every_key
+    version: 2
+    queue: mail
+    deadline: 30m
+    key_scope: unfinished
+    steps:
+      - name: reserve
+        run: reserve_stock
+        timeout: 1m
+        transactional: true
+        compensate: release_stock
+        on_wait_timeout: reserve
+        retry:
+          max_attempts: 5
+          initial_backoff: 2s
+          max_backoff: 1m
+          multiplier: 3
+          jitter: 0.5
+          non_retryable: [card_declined]
+)",
+                                                "every_key.yaml");
+  ASSERT_EQ(loaded.size(), 1u);
+  const WorkflowDefinition& d = loaded[0];
+  EXPECT_EQ(d.name, "every_key");
+  EXPECT_EQ(d.version, 2);
+  EXPECT_EQ(d.queue, "mail");
+  EXPECT_EQ(d.deadline, milliseconds(30 * 60 * 1000));
+  EXPECT_EQ(d.key_scope, KeyScope::kUnfinished);
+  ASSERT_EQ(d.steps.size(), 1u);
+  const StepDefinition& s = d.steps[0];
+  EXPECT_EQ(s.name, "reserve");
+  EXPECT_EQ(s.run, "reserve_stock");
+  EXPECT_EQ(s.timeout, milliseconds(60 * 1000));
+  EXPECT_TRUE(s.transactional);
+  EXPECT_EQ(s.compensate, "release_stock");
+  EXPECT_EQ(s.on_wait_timeout, "reserve");
+  EXPECT_EQ(s.retry.max_attempts, 5);
+  EXPECT_EQ(s.retry.initial_backoff, milliseconds(2000));
+  EXPECT_EQ(s.retry.max_backoff, milliseconds(60 * 1000));
+  EXPECT_EQ(s.retry.multiplier, 3.0);
+  EXPECT_EQ(s.retry.jitter, 0.5);
+  EXPECT_EQ(s.retry.non_retryable, std::vector<std::string>{"card_declined"});
+}
+
 }  // namespace
 }  // namespace cairn

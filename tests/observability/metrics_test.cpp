@@ -216,6 +216,7 @@ const std::vector<std::string>& CairnFamilies() {
       "cairn_leases_lost_total",
       "cairn_leases_reaped_total",
       "cairn_waits_expired_total",
+      "cairn_deadlines_exceeded_total",
       "cairn_signals_sent_total",
       "cairn_schedule_fires_total",
       "cairn_schedule_skips_total",
@@ -249,6 +250,7 @@ void RecordEverything(Metrics& m) {
   m.LeasesLost(1);
   m.LeasesReaped(2);
   m.WaitsExpired(5);
+  m.DeadlinesExceeded(2);
   m.SignalSent("delivered");
   m.SignalSent("stored");
   m.ScheduleFired("nightly", 1);
@@ -295,6 +297,7 @@ TEST(CairnMetrics, RendersEveryFamilyWithCairnNamesThatPromtoolAccepts) {
            "cairn_leases_lost_total 1\n",
            "cairn_leases_reaped_total 2\n",
            "cairn_waits_expired_total 5\n",
+           "cairn_deadlines_exceeded_total 2\n",
            "cairn_signals_sent_total{outcome=\"delivered\"} 1\n",
            "cairn_signals_sent_total{outcome=\"stored\"} 1\n",
            "cairn_schedule_fires_total{schedule=\"nightly\"} 1\n",

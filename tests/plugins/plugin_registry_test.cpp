@@ -1128,5 +1128,25 @@ TEST(SdkOnAnOlderHost, OnceNeedsAbi13) {
   EXPECT_NE(OldHost::message.find("older than ABI 1.3"), std::string::npos) << OldHost::message;
 }
 
+// A host of ABI 1.3 passes a cairn_step_call that ends at context: the SDK
+// must not read compensates past it (here a poisoned field that a read would
+// return), and reports no undone step.
+TEST(SdkOnAnOlderHost, CompensatesIsNullBeforeAbi14) {
+  cairn_host_api host{};
+  host.struct_size = offsetof(cairn_host_api, idempotency_fail) + sizeof(host.idempotency_fail);
+  host.abi_major = CAIRN_ABI_MAJOR;
+  host.abi_minor = 3;
+  cairn_step_call call{};
+  call.struct_size = offsetof(cairn_step_call, context) + sizeof(call.context);
+  call.host = &host;
+  call.compensates = "poison";
+  EXPECT_EQ(sdk::StepContext(&call, nullptr).compensates(), nullptr);
+
+  call.struct_size = sizeof(call);
+  EXPECT_STREQ(sdk::StepContext(&call, nullptr).compensates(), "poison");
+  call.compensates = nullptr;
+  EXPECT_EQ(sdk::StepContext(&call, nullptr).compensates(), nullptr);
+}
+
 }  // namespace
 }  // namespace cairn
