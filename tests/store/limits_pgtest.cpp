@@ -116,7 +116,7 @@ TEST_F(Limits, ChildRunsAreHeldToTheInputLimitToo) {
   SetLimit("max_input_bytes", 100);
   const auto error = Catch<DatabaseError>([&] {
     conn().Transact([&](store::Tx& tx) {
-      return store::StartChildRun(tx, parent, std::nullopt, "wf", Blob(200));
+      return store::StartChildRun(tx, parent, std::nullopt, ChildStart{"wf", Blob(200), {}});
     });
   });
   EXPECT_EQ(error.sqlstate(), "54000");
