@@ -134,16 +134,18 @@ TEST_F(QueueLimits, MaxRunningHoldsWhileRunsFinishAndClaimersRace) {
 }
 
 // The bucket starts full (burst), a claim spends one token per run, and it
-// refills at rate_per_second by database time, up to burst.
+// refills at rate_per_second by database time, up to burst. The rate is slow
+// (one token a second) so that the real time the test itself takes, which a
+// loaded machine stretches to tenths of a second, cannot add a token.
 TEST_F(QueueLimits, TokensRefillByDatabaseTime) {
-  SetLimit({"paced", std::nullopt, 10.0, 5});
+  SetLimit({"paced", std::nullopt, 1.0, 5});
   CreateRuns("paced", 50);
   const auto first = Claim({"paced"}, 100);
   ASSERT_EQ(first.size(), 5u);
   EXPECT_TRUE(first[0].step_tokens);
   EXPECT_TRUE(Claim({"paced"}, 100).empty());
 
-  AgeBucket("paced", 0.35);  // 3.5 tokens: three runs
+  AgeBucket("paced", 3.5);  // 3.5 tokens: three runs
   EXPECT_EQ(Claim({"paced"}, 100).size(), 3u);
   AgeBucket("paced", 60);  // a minute's worth, capped at burst
   EXPECT_EQ(Claim({"paced"}, 100).size(), 5u);
