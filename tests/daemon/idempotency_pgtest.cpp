@@ -84,13 +84,19 @@ TEST_F(IdempotencyE2E, TwoDaemonsRacingOnTheSameKeysMakeEachEffectOnce) {
   ASSERT_TRUE(b->StartAndWaitReady()) << b->Log();
   constexpr int kRuns = 40;
   constexpr int kKeys = 5;
+  // All in one statement, so that they are due together and the runs of one
+  // key overlap (one psql call a start would space them out by more than an
+  // effect lasts on a loaded machine).
   std::vector<std::string> runs;
-  for (int i = 0; i < kRuns; ++i) {
-    runs.push_back(StartRun(i % 2 == 0 ? "e2e_once" : "e2e_once_tx",
-                            {{"key", "charge-" + std::to_string(i % kKeys)},
-                             {"effects_file", effects_},
-                             {"effect_ms", 200}}));
-  }
+  std::istringstream ids(
+      Sql("SELECT string_agg(id::text, ' ' ORDER BY n) FROM (SELECT n, {s}.start_run("
+          "CASE WHEN n % 2 = 0 THEN 'e2e_once' ELSE 'e2e_once_tx' END, jsonb_build_object("
+          "'key', 'charge-' || (n % " +
+          std::to_string(kKeys) + "), 'effects_file', '" + effects_ +
+          "', 'effect_ms', 200)) AS id FROM generate_series(0, " + std::to_string(kRuns - 1) +
+          ") n) started"));
+  for (std::string id; ids >> id;) runs.push_back(id);
+  ASSERT_EQ(runs.size(), static_cast<size_t>(kRuns));
   ASSERT_TRUE(PollUntil([&] { return CountRuns("completed") == kRuns; }, 90s, 100ms))
       << StatusSummary();
   a->Terminate();
