@@ -8,6 +8,7 @@ WHERE ($1::text IS NULL OR namespace = $1)
   AND ($4::timestamptz IS NULL OR created_at >= $4::timestamptz)
   AND ($5::timestamptz IS NULL OR created_at < $5::timestamptz)
   AND ($6::text IS NULL OR starts_with(run_key, $6))
+  AND ($10::text IS NULL OR queue = $10)
   AND ($7::timestamptz IS NULL OR (created_at, id) > ($7::timestamptz, $8::uuid))
 ORDER BY created_at, id
 LIMIT $9

@@ -24,16 +24,7 @@ class ExampleOrder : public DaemonTest {
 
   void SetUp() override {
     DaemonTest::SetUp();
-    // The shop's tables, from the plugin's own schema.sql, in the test schema.
-    std::ifstream file(SourceDir() + "/plugins/example/schema.sql");
-    std::stringstream text;
-    text << file.rdbuf();
-    std::string ddl = text.str();
-    for (auto at = ddl.find("cairn_example"); at != std::string::npos;
-         at = ddl.find("cairn_example", at)) {
-      ddl.replace(at, std::string("cairn_example").size(), "\"" + schema() + "\"");
-    }
-    Sql(ddl);
+    CreateExampleShopTables();
     // Not StartDaemon: a daemon that did not start must fail SetUp, which
     // skips the test rather than letting it wait out its timeouts.
     daemon_ = std::make_unique<DaemonProcess>(Options(4));
