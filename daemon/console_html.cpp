@@ -65,14 +65,14 @@ std::string RunLink(const std::string& id, std::string_view text = "") {
 std::string StatusBadge(const std::string& status) {
   static const std::vector<std::pair<std::string, std::string>> icons = {
       {"ready", "\u25CB"},        {"running", "\u25B6"},
-      {"waiting", "\u23F8"},      {"completed", "\u2713"},
+      {"waiting", "\u25D4"},      {"completed", "\u2713"},
       {"failed", "\u2717"},       {"cancelled", "\u2298"},
       {"compensating", "\u21BA"}, {"compensation_failed", "\u26A0"},
-      {"delayed", "\u23F2"},      {"live", "\u25CF"},
+      {"delayed", "\u25F7"},      {"live", "\u25CF"},
       {"dead", "\u2717"},         {"stopped", "\u25A0"},
-      {"WAITING", "\u23F8"},      {"RESUMING", "\u25B6"},
+      {"WAITING", "\u25D4"},      {"RESUMING", "\u25B6"},
       {"RESUMED", "\u2713"},      {"CANCELLED", "\u2298"},
-      {"EXPIRED", "\u23F2"}};
+      {"EXPIRED", "\u25CC"}};
   std::string icon = "\u2022";
   for (const auto& [name, glyph] : icons) {
     if (name == status) icon = glyph;
@@ -550,7 +550,10 @@ std::string RenderRunPage(const Json& data, const PageContext& context) {
     if (at && first) gap += " <span class=\"muted\">(at " + DurationText(*at - *first) + ")</span>";
     if (at) previous = at;
     std::string detail;
-    if (!event["field"].is_null()) detail = Text(Str(event["field"])) + " = ";
+    if (!event["field"].is_null()) {
+      detail = Text(Str(event["field"])) +
+               (event["value"].is_null() ? " <span class=\"muted\">removed</span>" : " = ");
+    }
     if (!event["value"].is_null()) {
       std::string value = Str(event["value"]);
       if (value.size() > 300) value = value.substr(0, 297) + "...";
