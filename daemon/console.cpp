@@ -36,7 +36,7 @@ constexpr int kScheduleRunsShown = 5;
 constexpr int kStrandedShown = 50;
 constexpr size_t kMaxReasonBytes = 1000;
 constexpr size_t kMaxFilterBytes = 512;
-const std::vector<std::string> kStatuses = {
+constexpr std::array<const char*, 8> kStatuses = {
     "ready",  "running",   "waiting",      "completed",
     "failed", "cancelled", "compensating", "compensation_failed"};
 
@@ -47,9 +47,13 @@ struct HttpProblem : std::runtime_error {
       : std::runtime_error(message), status(status_code) {}
 };
 
-std::string Join(const std::vector<std::string>& items) {
+template <class Items>
+std::string Join(const Items& items) {
   std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  for (const auto& item : items) {
+    if (!out.empty()) out += ", ";
+    out += item;
+  }
   return out;
 }
 
@@ -184,7 +188,7 @@ HttpResponse Redirect(const std::string& location) {
 // a scheme) becomes the runs page.
 std::string SafeNext(const std::string& next) {
   if (next.empty() || next[0] != '/' || next.compare(0, 2, "//") == 0 ||
-      next.find_first_of("\\\r\n") != std::string::npos) {
+      next.find('\\') != std::string::npos || next.find_first_of("\r\n") != std::string::npos) {
     return "/runs";
   }
   return next;
@@ -232,7 +236,7 @@ Json RunsData(store::Tx& tx, const Params& params) {
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::kInvalidArgument) throw;
       throw HttpProblem(400, std::string(name) + ": \"" + *text +
-                                 "\" is not a time (try \"2026-12-01 09:30\" or \"yesterday\")");
+                                 R"(" is not a time (try "2026-12-01 09:30" or "yesterday"))");
     }
     (std::string_view(name) == "created_after" ? filter.created_after : filter.created_before) =
         time;
@@ -403,8 +407,7 @@ Json DefinitionsData(store::Tx& tx) {
                            {"first_step", d.first_step},
                            {"steps", steps},
                            {"registered_at", d.registered_at},
-                           {"runs", d.runs},
-                           {"unfinished", d.unfinished}});
+                           {"pinned_unfinished", d.pinned}});
   }
   return {{"definitions", definitions}};
 }
@@ -522,7 +525,7 @@ std::optional<Console::Session> Console::FindSession(const HttpRequest& request)
 }
 
 std::string Console::NewSession() {
-  const std::string id = RandomHex(32);
+  std::string id = RandomHex(32);
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(sessions_mutex_);
   std::erase_if(sessions_, [&](const auto& entry) { return entry.second.expires < now; });

@@ -683,9 +683,13 @@ std::string RenderDefinitionsPage(const Json& data, const PageContext& context) 
          Str(d["version"]),
          "<span class=\"mono\" title=\"" + Text(Str(d["hash"])) + "\">" +
              Text(Str(d["hash"]).substr(0, 12)) + "</span>",
-         steps, Str(d["runs"]), Str(d["unfinished"]), TimeTag(d["registered_at"], context)});
+         steps, Str(d["pinned_unfinished"]), TimeTag(d["registered_at"], context)});
   }
-  body += Table({"Workflow", "Version", "Hash", "Steps", "Runs pinned", "Unfinished", "Registered"},
+  body +=
+      "<p class=\"hint\">Unfinished runs stay pinned to the definition they started with; "
+      "one that no live worker serves is listed on the " +
+      Link("/queues", "queues page") + " as stranded.</p>";
+  body += Table({"Workflow", "Version", "Hash", "Steps", "Unfinished runs pinned", "Registered"},
                 rows, "No definition has been registered yet (start a worker).");
   return Layout(context, "Definitions", "/definitions", body);
 }

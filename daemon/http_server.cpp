@@ -137,7 +137,7 @@ class HttpServer::Handler : public CivetHandler {
       request.headers[name] = info->http_headers[i].value;
     }
     const bool has_body = request.method != "GET" && request.method != "HEAD";
-    if (has_body && info->content_length < 0 && request.Header("transfer-encoding") != "") {
+    if (has_body && info->content_length < 0 && !request.Header("transfer-encoding").empty()) {
       Send(connection,
            {411, "text/plain; charset=utf-8", "a request body needs Content-Length\n", {}}, head);
       return true;

@@ -40,8 +40,7 @@ std::vector<DefinitionUse> ListDefinitionUse(Tx& tx) {
   for (const auto& row : Internal(tx).Exec("console_definitions")) {
     definitions.push_back({row["hash"].c_str(), row["workflow"].c_str(), row["version"].as<int>(),
                            row["first_step"].c_str(), row["registered_at"].c_str(),
-                           JsonField(row["definition"]), row["runs"].as<int64_t>(),
-                           row["unfinished"].as<int64_t>()});
+                           JsonField(row["definition"]), row["pinned"].as<int64_t>()});
   }
   return definitions;
 }

@@ -52,8 +52,9 @@ struct DefinitionUse {
   std::string first_step;
   std::string registered_at;
   Json definition;
-  int64_t runs = 0;        // every run pinned to this hash
-  int64_t unfinished = 0;  // of them, those still ready, running, waiting or compensating
+  // Runs pinned to this hash that still need it: ready, running, waiting,
+  // compensating, or compensation_failed (a retry resumes them).
+  int64_t pinned = 0;
 };
 // Every registered definition, by workflow, newest version first.
 std::vector<DefinitionUse> ListDefinitionUse(Tx& tx);

@@ -231,6 +231,12 @@ TEST_F(ConsoleApi, ARunShowsItsWaitsHistoryParentAndChildren) {
 
 TEST_F(ConsoleApi, EveryOtherPageHasAJsonTwin) {
   CreateRun();
+  const std::string finished = CreateRun().id;
+  Sql("UPDATE {s}.runs SET status = 'completed', finished_at = now() WHERE id = '" + finished +
+      "'");
+  Sql("INSERT INTO {s}.workflow_definitions (hash, workflow, version, first_step, definition) "
+      "VALUES ('hash-1', 'orders', 1, 'reserve', '{\"steps\": [{\"name\": \"reserve\"}, "
+      "{\"name\": \"ship\"}]}')");
   auto console = StartConsole(std::nullopt);
   for (const std::string page : {"queues", "workers", "schedules", "definitions"}) {
     const HttpResult api = console->Get("/api/v1/" + page);
@@ -246,6 +252,12 @@ TEST_F(ConsoleApi, EveryOtherPageHasAJsonTwin) {
   // No live worker serves hash-1: the run is stranded.
   EXPECT_EQ(queues["queues"][0]["stranded"], 1);
   EXPECT_EQ(queues["stranded"].size(), 1u);
+  // The definition with the unfinished run pinned to it (not the finished one).
+  const Json definitions = Body(console->Get("/api/v1/definitions"));
+  ASSERT_EQ(definitions["definitions"].size(), 1u);
+  EXPECT_EQ(definitions["definitions"][0]["hash"], "hash-1");
+  EXPECT_EQ(definitions["definitions"][0]["steps"], Json::array({"reserve", "ship"}));
+  EXPECT_EQ(definitions["definitions"][0]["pinned_unfinished"], 1);
 }
 
 TEST_F(ConsoleApi, HostileDataRendersInertBehindAStrictPolicy) {
