@@ -7,8 +7,12 @@
 # with each filter, a deep page (by cursor), a run page, and the other pages.
 # Prints one line per page: median and p95 of CAIRN_BENCH_REQUESTS requests.
 #
-#   scripts/bench-console.sh [--runs N] [--keep]
+#   scripts/bench-console.sh [--runs N] [--keep] [--reuse]
 #
+# --keep leaves the schema in place; --reuse measures the schema a --keep
+# left (without filling it again). The table is vacuumed after it is filled
+# and each page is fetched once before it is timed, so the figures are those
+# of a settled table, not of the first reads after a bulk load.
 # Uses $CAIRN_DATABASE_URL, else the private server of scripts/postgres.sh.
 # Needs a built binary (build/daemon/cairn) and curl.
 set -euo pipefail
@@ -16,11 +20,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 runs=1000000
 keep=false
+reuse=false
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
     --keep) keep=true; shift ;;
-    *) echo "usage: scripts/bench-console.sh [--runs N] [--keep]" >&2; exit 2 ;;
+    --reuse) reuse=true; keep=true; shift ;;
+    *) echo "usage: scripts/bench-console.sh [--runs N] [--keep] [--reuse]" >&2; exit 2 ;;
   esac
 done
 requests=${CAIRN_BENCH_REQUESTS:-20}
@@ -33,12 +39,15 @@ export CAIRN_DATABASE_URL
 
 psql_() { psql "$CAIRN_DATABASE_URL" -X -q -v ON_ERROR_STOP=1 "$@"; }
 
-echo "==> $runs runs in schema $schema" >&2
-psql_ -c "DROP SCHEMA IF EXISTS $schema CASCADE" 2>/dev/null || true
-"$cairn" migrate --schema "$schema" >/dev/null
-# A realistic mix: most runs finished long ago, a few live ones; created over
-# 30 days; one start key in two.
-psql_ <<SQL
+if $reuse; then
+  runs=$(psql_ -At -c "SELECT count(*) FROM $schema.runs")
+else
+  echo "==> $runs runs in schema $schema" >&2
+  psql_ -c "DROP SCHEMA IF EXISTS $schema CASCADE" 2>/dev/null || true
+  "$cairn" migrate --schema "$schema" >/dev/null
+  # A realistic mix: most runs finished long ago, a few live ones; created over
+  # 30 days; one start key in two.
+  psql_ <<SQL
 INSERT INTO $schema.workflow_definitions (hash, workflow, version, first_step, definition)
 SELECT 'hash-w' || w, 'w' || w, 1, 's1', '{"steps": [{"name": "s1"}, {"name": "s2"}]}'
 FROM generate_series(0, 19) w;
@@ -52,9 +61,9 @@ FROM generate_series(1, $runs) g,
 LATERAL (SELECT CASE WHEN g % 100 < 93 THEN 'completed' WHEN g % 100 < 97 THEN 'failed'
                      WHEN g % 100 < 98 THEN 'cancelled' WHEN g % 100 < 99 THEN 'waiting'
                      ELSE 'ready' END AS status) s;
-ANALYZE $schema.runs;
 SQL
-
+  psql_ -c "VACUUM (ANALYZE) $schema.runs"
+fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$cairn" console --listen "127.0.0.1:$port" --schema "$schema" >/tmp/cairn-bench-console.log 2>&1 &
 console=$!
@@ -77,6 +86,7 @@ measure() {  # measure NAME PATH
   local times status
   status=$(curl -s -o /dev/null -w '%{http_code}' "$base$2")
   [ "$status" = 200 ] || { echo "bench-console: $2 answered $status" >&2; exit 1; }
+  # (that first request warmed the page up; it is not counted)
   times=$(for _ in $(seq "$requests"); do curl -s -o /dev/null -w '%{time_total}\n' "$base$2"; done | sort -n)
   python3 - "$1" "$2" <<PY
 import sys

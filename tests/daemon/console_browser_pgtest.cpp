@@ -12,46 +12,14 @@
 #include <string>
 
 #include "console_support.hpp"
-#include "daemon_fixture.hpp"
+#include "example_fixture.hpp"
 
 namespace cairn::test {
 namespace {
 
 const std::string kToken = "browser-test-token-0123456789abcdef";
 
-class ConsoleBrowser : public DaemonTest {
- protected:
-  ConsoleBrowser() : DaemonTest("config/workflows/example.yaml") {}
-
-  void SetUp() override {
-    DaemonTest::SetUp();
-    CreateExampleShopTables();
-    daemon_ = std::make_unique<DaemonProcess>(Options(4));
-    ASSERT_TRUE(daemon_->StartAndWaitReady()) << daemon_->Log();
-  }
-
-  void TearDown() override {
-    if (daemon_) Stop(*daemon_);
-    DaemonTest::TearDown();
-  }
-
-  std::string Order(const std::string& order_id, Json extra = Json::object()) {
-    Json input = {{"order_id", order_id},
-                  {"sku", "mug"},
-                  {"quantity", 2},
-                  {"amount_cents", 1800},
-                  {"schema", schema()}};
-    input.update(extra);
-    return StartRun("order", input);
-  }
-
-  std::string Pay(const std::string& order_id) {
-    return Sql("SELECT {s}.signal('payment:" + order_id +
-               "', '{\"provider_ref\": \"ch_1\"}'::jsonb)");
-  }
-
-  std::unique_ptr<DaemonProcess> daemon_;
-};
+using ConsoleBrowser = ExampleOrderTest;
 
 TEST_F(ConsoleBrowser, ShowsFiltersPagesAndActsOnTheExampleOrders) {
   const std::string paid = Order("W-1");
@@ -61,8 +29,8 @@ TEST_F(ConsoleBrowser, ShowsFiltersPagesAndActsOnTheExampleOrders) {
   for (const auto& id : {paid, refunded, to_signal, to_cancel}) {
     ASSERT_TRUE(WaitForStatus(id, "waiting")) << daemon_->Log();
   }
-  EXPECT_EQ(Pay("W-1"), "delivered");
-  EXPECT_EQ(Pay("W-2"), "delivered");
+  EXPECT_EQ(Signal("payment:W-1"), "delivered");
+  EXPECT_EQ(Signal("payment:W-2"), "delivered");
   ASSERT_TRUE(WaitForStatus(paid, "completed")) << daemon_->Log();
   ASSERT_TRUE(WaitForStatus(refunded, "failed")) << daemon_->Log();
 

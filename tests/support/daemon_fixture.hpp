@@ -11,9 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,20 +59,6 @@ class DaemonTest : public StoreTest {
   // Starts a run as an application does, through the SQL API; returns its id.
   std::string StartRun(const std::string& workflow, const Json& input = Json::object()) {
     return Sql("SELECT {s}.start_run('" + workflow + "', '" + Quoted(input.dump()) + "'::jsonb)");
-  }
-
-  // The example shop's tables (plugins/example/schema.sql, what the order
-  // workflow's steps write) in the test's schema.
-  void CreateExampleShopTables() const {
-    std::ifstream file(SourceDir() + "/plugins/example/schema.sql");
-    std::stringstream text;
-    text << file.rdbuf();
-    std::string ddl = text.str();
-    for (auto at = ddl.find("cairn_example"); at != std::string::npos;
-         at = ddl.find("cairn_example", at)) {
-      ddl.replace(at, std::string("cairn_example").size(), "\"" + schema() + "\"");
-    }
-    Sql(ddl);
   }
 
   // Runs the cairn CLI against the test's database and schema.
