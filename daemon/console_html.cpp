@@ -4,6 +4,7 @@
 // adds to it (live relative times, payload validation before sending).
 #include "console_html.hpp"
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 
@@ -63,7 +64,7 @@ std::string RunLink(const std::string& id, std::string_view text = "") {
 // Accessible status: an icon and the word, coloured by class; colour is
 // never the only signal.
 std::string StatusBadge(const std::string& status) {
-  static const std::vector<std::pair<std::string, std::string>> icons = {
+  static const std::vector<std::pair<std::string, std::string>> kIcons = {
       {"ready", "\u25CB"},        {"running", "\u25B6"},
       {"waiting", "\u25D4"},      {"completed", "\u2713"},
       {"failed", "\u2717"},       {"cancelled", "\u2298"},
@@ -74,12 +75,12 @@ std::string StatusBadge(const std::string& status) {
       {"RESUMED", "\u2713"},      {"CANCELLED", "\u2298"},
       {"EXPIRED", "\u25CC"}};
   std::string icon = "\u2022";
-  for (const auto& [name, glyph] : icons) {
+  for (const auto& [name, glyph] : kIcons) {
     if (name == status) icon = glyph;
   }
   std::string css;
   for (char c : status) css += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return "<span class=\"status status-" + Text(css) + "\"><span aria-hidden=\"true\">" + icon +
+  return "<span class=\"status status-" + Text(css) + R"("><span aria-hidden="true">)" + icon +
          "</span> " + Text(status) + "</span>";
 }
 
@@ -122,17 +123,17 @@ std::string Layout(const PageContext& context, const std::string& title, const s
       "<script src=\"/static/console.js\" defer></script></head>"
       "<body data-now-ms=\"" +
       (now ? std::to_string(*now / 1000) : "") +
-      "\"><header class=\"top\"><a class=\"brand\" href=\"/runs\">cairn</a><nav>" +
+      R"("><header class="top"><a class="brand" href="/runs">cairn</a><nav>)" +
       NavLink("/runs", "Runs", active) + NavLink("/queues", "Queues", active) +
       NavLink("/workers", "Workers", active) + NavLink("/schedules", "Schedules", active) +
       NavLink("/definitions", "Definitions", active) + "</nav><div class=\"session\">";
   if (!context.actions_enabled) {
-    out += "<span class=\"muted\" title=\"started without an access token\">read-only</span>";
+    out += R"(<span class="muted" title="started without an access token">read-only</span>)";
   } else if (context.signed_in) {
     out +=
         "<form method=\"post\" action=\"/logout\"><input type=\"hidden\" name=\"csrf\" "
         "value=\"" +
-        Text(context.csrf) + "\"><button type=\"submit\" class=\"link\">Sign out</button></form>";
+        Text(context.csrf) + R"("><button type="submit" class="link">Sign out</button></form>)";
   } else {
     out += Link("/login" + QueryString({{"next", context.path}}), "Sign in");
   }
@@ -203,7 +204,7 @@ std::string JsonBlock(const Json& value) {
 }
 
 std::string CsrfField(const PageContext& context) {
-  return "<input type=\"hidden\" name=\"csrf\" value=\"" + Text(context.csrf) + "\">";
+  return R"(<input type="hidden" name="csrf" value=")" + Text(context.csrf) + "\">";
 }
 
 std::string SignInHint(const PageContext& context) {
@@ -281,11 +282,17 @@ std::string QueryString(const std::vector<std::pair<std::string, std::string>>& 
 
 std::optional<int64_t> ParseTimestamp(std::string_view text) {
   // "YYYY-MM-DD HH:MM:SS[.ffffff]+00" (the session's time zone is UTC).
-  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
   if (text.size() < 19) return std::nullopt;
-  const std::string head(text.substr(0, 19));
-  if (std::sscanf(head.c_str(), "%4d-%2d-%2d%*c%2d:%2d:%2d", &year, &month, &day, &hour, &minute,
-                  &second) != 6) {
+  // The digits at [at, at + width), or -1 when they are not all digits.
+  auto number = [&](size_t at, size_t width) {
+    int value = 0;
+    const auto [end, error] = std::from_chars(text.data() + at, text.data() + at + width, value);
+    return error == std::errc() && end == text.data() + at + width ? value : -1;
+  };
+  const int year = number(0, 4), month = number(5, 2), day = number(8, 2);
+  const int hour = number(11, 2), minute = number(14, 2), second = number(17, 2);
+  if (year < 0 || month < 0 || day < 0 || hour < 0 || minute < 0 || second < 0 || text[4] != '-' ||
+      text[7] != '-' || text[13] != ':' || text[16] != ':') {
     return std::nullopt;
   }
   int64_t micros = 0;
@@ -334,7 +341,7 @@ std::string DurationText(int64_t micros) {
 std::string RenderRunsPage(const Json& data, const PageContext& context) {
   const Json& filter = data["filter"];
   auto value = [&](const char* name) { return Str(filter.value(name, Json())); };
-  std::string body = "<h1>Runs</h1><ul class=\"counts\" aria-label=\"runs by status\">";
+  std::string body = R"(<h1>Runs</h1><ul class="counts" aria-label="runs by status">)";
   const int64_t cap = data.value("counts_up_to", int64_t{0});
   for (const auto& [status, count] : data["counts"].items()) {
     const bool current = value("status") == status;
@@ -355,14 +362,14 @@ std::string RenderRunsPage(const Json& data, const PageContext& context) {
     body +=
         "<option" + std::string(value("status") == s ? " selected" : "") + ">" + s + "</option>";
   }
-  body += "</select></label><label>Queue <input name=\"queue\" value=\"" + Text(value("queue")) +
-          "\"></label><label>Key prefix <input name=\"key_prefix\" value=\"" +
+  body += R"(</select></label><label>Queue <input name="queue" value=")" + Text(value("queue")) +
+          R"("></label><label>Key prefix <input name="key_prefix" value=")" +
           Text(value("key_prefix")) +
           "\"></label><label>Created after <input name=\"created_after\" placeholder=\"2026-12-01 "
           "09:00\" value=\"" +
           Text(value("created_after")) +
-          "\"></label><label>Created before <input name=\"created_before\" value=\"" +
-          Text(value("created_before")) + "\"></label><button type=\"submit\">Filter</button> " +
+          R"("></label><label>Created before <input name="created_before" value=")" +
+          Text(value("created_before")) + R"("></label><button type="submit">Filter</button> )" +
           Link("/runs", "Clear") + "</form>";
   std::vector<std::vector<std::string>> rows;
   for (const auto& run : data["runs"]) {
@@ -386,7 +393,7 @@ std::string RenderRunsPage(const Json& data, const PageContext& context) {
       {"created_before", value("created_before")},
       {"limit", value("limit")}};
   body += "<nav class=\"pages\">";
-  if (value("cursor") != "") body += Link("/runs" + QueryString(same), "\u21E4 Newest");
+  if (!value("cursor").empty()) body += Link("/runs" + QueryString(same), "\u21E4 Newest");
   if (data["next_cursor"].is_string()) {
     same.emplace_back("cursor", Str(data["next_cursor"]));
     body += Link("/runs" + QueryString(same), "Older \u2192", "next");
@@ -405,7 +412,7 @@ std::string RenderRunPage(const Json& data, const PageContext& context) {
   auto row = [](const std::string& name, const std::string& html) {
     return "<dt>" + Text(name) + "</dt><dd>" + html + "</dd>";
   };
-  body += "<section class=\"grid\"><dl class=\"facts\">";
+  body += R"(<section class="grid"><dl class="facts">)";
   body += row("Definition", "version " + Text(Str(run["definition_version"])) +
                                 ", hash <span class=\"mono\">" + Text(Str(run["definition_hash"])) +
                                 "</span>");
@@ -433,7 +440,7 @@ std::string RenderRunPage(const Json& data, const PageContext& context) {
   body += "</dl>";
 
   // Parent and children, as a tree linking to each run.
-  body += "<div class=\"family\"><h2>Family</h2><ul class=\"family-tree\">";
+  body += R"(<div class="family"><h2>Family</h2><ul class="family-tree">)";
   std::string self = "<li><strong>" + StatusBadge(status) + " " + Text(Str(run["workflow"])) +
                      " <span class=\"mono\">" + Text(id.substr(0, 8)) +
                      "</span></strong> (this run)";
@@ -502,11 +509,11 @@ std::string RenderRunPage(const Json& data, const PageContext& context) {
   if (context.actions_enabled) {
     for (const auto& wait : data["waits"]) {
       if (Str(wait["status"]) != "WAITING" || !wait["children"].is_null()) continue;
-      body += "<form class=\"action signal\" method=\"post\" action=\"/signal\">" +
-              CsrfField(context) + "<input type=\"hidden\" name=\"key\" value=\"" +
+      body += R"(<form class="action signal" method="post" action="/signal">)" +
+              CsrfField(context) + R"(<input type="hidden" name="key" value=")" +
+              Text(Str(wait["correlation_key"])) + R"("><input type="hidden" name="run" value=")" +
+              Text(id) + R"("><label>Payload for <span class="key">)" +
               Text(Str(wait["correlation_key"])) +
-              "\"><input type=\"hidden\" name=\"run\" value=\"" + Text(id) +
-              "\"><label>Payload for <span class=\"key\">" + Text(Str(wait["correlation_key"])) +
               "</span> (JSON)<textarea name=\"payload\" rows=\"4\" spellcheck=\"false\" "
               "data-json>{}</textarea></label><p class=\"json-problem\" role=\"status\"></p>"
               "<button type=\"submit\">Send signal</button></form>";
@@ -521,13 +528,13 @@ std::string RenderRunPage(const Json& data, const PageContext& context) {
                           status == "compensation_failed";
     if (!finished) {
       body +=
-          "<form class=\"action cancel\" method=\"post\" action=\"/runs/" + UrlEncode(id) +
+          R"(<form class="action cancel" method="post" action="/runs/)" + UrlEncode(id) +
           "/cancel\">" + CsrfField(context) +
           "<label>Reason <input name=\"reason\" maxlength=\"1000\" value=\"cancelled from the "
           "console\"></label><button type=\"submit\" class=\"danger\">Cancel run</button></form>";
     }
     if (status == "failed" || status == "compensation_failed") {
-      body += "<form class=\"action retry\" method=\"post\" action=\"/runs/" + UrlEncode(id) +
+      body += R"(<form class="action retry" method="post" action="/runs/)" + UrlEncode(id) +
               "/retry\">" + CsrfField(context) +
               "<button type=\"submit\">Retry run</button></form>";
     }
@@ -562,7 +569,7 @@ std::string RenderRunPage(const Json& data, const PageContext& context) {
     std::string css = "event";
     if (kind.find("compensat") != std::string::npos) css += " event-compensation";
     if (kind.find("fail") != std::string::npos || kind == "retried") css += " event-problem";
-    body += "<li class=\"" + css + "\" data-kind=\"" + Text(kind) + "\"><span class=\"when\">" +
+    body += "<li class=\"" + css + "\" data-kind=\"" + Text(kind) + R"("><span class="when">)" +
             TimeTag(event["created_at"], context) + " <span class=\"gap\">" + gap +
             "</span></span><span class=\"what\"><strong>" + Text(kind) + "</strong>";
     if (!event["step"].is_null()) {
@@ -681,7 +688,7 @@ std::string RenderDefinitionsPage(const Json& data, const PageContext& context) 
     rows.push_back(
         {Link("/runs" + QueryString({{"workflow", Str(d["workflow"])}}), Str(d["workflow"])),
          Str(d["version"]),
-         "<span class=\"mono\" title=\"" + Text(Str(d["hash"])) + "\">" +
+         R"(<span class="mono" title=")" + Text(Str(d["hash"])) + "\">" +
              Text(Str(d["hash"]).substr(0, 12)) + "</span>",
          steps, Str(d["pinned_unfinished"]), TimeTag(d["registered_at"], context)});
   }
@@ -703,7 +710,7 @@ std::string RenderLoginPage(const PageContext& context, const std::string& next,
         "token, so there is nothing to sign in to.</p>";
     return Layout(context, "Sign in", "", body);
   }
-  if (!problem.empty()) body += "<p class=\"notice bad\" role=\"alert\">" + Text(problem) + "</p>";
+  if (!problem.empty()) body += R"(<p class="notice bad" role="alert">)" + Text(problem) + "</p>";
   body +=
       "<form class=\"login\" method=\"post\" action=\"/login\"><input type=\"hidden\" "
       "name=\"next\" value=\"" +
@@ -718,7 +725,7 @@ std::string RenderLoginPage(const PageContext& context, const std::string& next,
 std::string RenderMessagePage(const PageContext& context, const std::string& title,
                               const std::string& message, bool good, const std::string& back) {
   std::string body = "<h1>" + Text(title) + "</h1><p class=\"notice " + (good ? "good" : "bad") +
-                     "\" role=\"status\" id=\"outcome\">" + Text(message) + "</p>";
+                     R"(" role="status" id="outcome">)" + Text(message) + "</p>";
   if (!back.empty()) body += "<p>" + Link(back, "Back") + "</p>";
   return Layout(context, title, "", body);
 }
