@@ -71,6 +71,7 @@ TEST_F(ConsoleBrowser, ShowsFiltersPagesAndActsOnTheExampleOrders) {
   TempDir dir("cairn-browser");
   const std::string screenshots =
       std::filesystem::weakly_canonical(BuiltPluginDir() + "/../console-screenshots").string();
+  std::filesystem::remove_all(screenshots);  // this run's pictures only
   const Json setup = {{"base", console.Base()},
                       {"token", kToken},
                       {"screenshots", screenshots},
