@@ -1,6 +1,7 @@
 -- Keyset pagination over (created_at, id); $7/$8 are the last row of the
--- previous page. The caller asks for one row more than a page to know
--- whether another page follows.
+-- previous page, $10 the queue. The caller asks for one row more than a page
+-- to know whether another page follows. console_runs.sql is the same list
+-- newest first.
 SELECT * FROM {schema}.runs
 WHERE ($1::text IS NULL OR namespace = $1)
   AND ($2::text IS NULL OR workflow = $2)
