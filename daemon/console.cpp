@@ -19,6 +19,7 @@
 #include "json_payload.hpp"
 #include "records_json.hpp"
 #include "run_actions.hpp"
+#include "schedule_service.hpp"
 #include "store_console.hpp"
 #include "store_schedules.hpp"
 
@@ -380,7 +381,7 @@ Json SchedulesData(store::Tx& tx) {
     item["next_fires"] = fires;
     RunFilter filter;
     filter.workflow = schedule.workflow;
-    filter.key_prefix = "schedule:" + schedule.name + ":";
+    filter.key_prefix = ScheduleRunKeyPrefix(schedule.name);
     Json runs = Json::array();
     for (const auto& run : store::ListRunsNewestFirst(tx, filter, kScheduleRunsShown).runs) {
       runs.push_back({{"id", run.id},

@@ -258,6 +258,19 @@ TEST_F(ConsoleApi, EveryOtherPageHasAJsonTwin) {
   EXPECT_EQ(definitions["definitions"][0]["hash"], "hash-1");
   EXPECT_EQ(definitions["definitions"][0]["steps"], Json::array({"reserve", "ship"}));
   EXPECT_EQ(definitions["definitions"][0]["pinned_unfinished"], 1);
+  // A schedule: its next fire times from its cron, its last runs by their tick keys.
+  Sql("INSERT INTO {s}.schedules (name, workflow, cron, next_fire_at) VALUES "
+      "('nightly', 'orders', '0 3 * * *', '2026-12-02 03:00+00')");
+  const std::string tick = CreateRun("orders", "schedule:nightly:2026-12-01T03:00:00Z").id;
+  CreateRun("orders", "schedule:nightly-other:2026-12-01T03:00:00Z");
+  const Json schedules = Body(console->Get("/api/v1/schedules"));
+  ASSERT_EQ(schedules["schedules"].size(), 1u);
+  const Json& nightly = schedules["schedules"][0];
+  EXPECT_EQ(nightly["next_fires"],
+            Json::array({"2026-12-02T03:00:00Z", "2026-12-03T03:00:00Z", "2026-12-04T03:00:00Z",
+                         "2026-12-05T03:00:00Z", "2026-12-06T03:00:00Z"}));
+  ASSERT_EQ(nightly["last_runs"].size(), 1u);
+  EXPECT_EQ(nightly["last_runs"][0]["id"], tick);
 }
 
 TEST_F(ConsoleApi, HostileDataRendersInertBehindAStrictPolicy) {
