@@ -78,6 +78,9 @@ function(cairn_install_runtime_layout)
   cairn_layout_rewrite("${src}/systemd/cairn.service" cairn.service)
   file(INSTALL "${layout_scratch}/cairn.service" PERMISSIONS ${data}
     DESTINATION "${layout_systemddir}/systemd/system")
+  cairn_layout_rewrite("${src}/systemd/cairn-console.service" cairn-console.service)
+  file(INSTALL "${layout_scratch}/cairn-console.service" PERMISSIONS ${data}
+    DESTINATION "${layout_systemddir}/systemd/system")
   cairn_layout_rewrite("${src}/systemd/cairn.tmpfiles" cairn.conf)
   file(INSTALL "${layout_scratch}/cairn.conf" PERMISSIONS ${data}
     DESTINATION "${layout_systemddir}/tmpfiles.d")

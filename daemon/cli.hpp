@@ -137,6 +137,7 @@ po::options_description CleanupOptions();
 po::options_description WorkersOptions();
 po::options_description ConfigOptions();
 po::options_description IdempotencyOptions();
+po::options_description ConsoleOptions();
 
 int RunMigrate(const std::vector<std::string>& args);
 int RunVersion(const std::vector<std::string>& args);
@@ -157,5 +158,6 @@ int RunCleanup(const std::vector<std::string>& args);
 int RunWorkers(const std::vector<std::string>& args);
 int RunConfig(const std::vector<std::string>& args);
 int RunIdempotency(const std::vector<std::string>& args);
+int RunConsole(const std::vector<std::string>& args);
 
 }  // namespace cairn::cli

@@ -14,6 +14,8 @@
 #include "identifier.hpp"
 #include "json_payload.hpp"
 #include "plugin_catalog.hpp"
+#include "records_json.hpp"
+#include "run_actions.hpp"
 
 namespace cairn::cli {
 
@@ -50,63 +52,6 @@ std::string JsonArgument(const std::string& option, const std::string& value) {
   return value;
 }
 
-Json RunToJson(const Run& run) {
-  auto optional = [](const auto& value) -> Json {
-    if (!value) return nullptr;
-    return *value;
-  };
-  return {
-      {"id", run.id},
-      {"namespace", run.namespace_name},
-      {"workflow", run.workflow},
-      {"definition_version", run.definition_version},
-      {"definition_hash", run.definition_hash},
-      {"key", optional(run.key)},
-      {"key_scope", run.key ? Json(std::string(ToString(run.key_scope))) : Json(nullptr)},
-      {"queue", run.queue},
-      {"priority", run.priority},
-      {"status", std::string(ToString(run.status))},
-      {"cursor", optional(run.cursor)},
-      {"attempt", run.attempt},
-      {"version", run.version},
-      {"input", run.input},
-      {"context", run.context},
-      {"output", optional(run.output)},
-      {"error", optional(run.error)},
-      {"run_at", run.run_at},
-      {"lease_owner", optional(run.lease_owner)},
-      {"lease_expires_at", optional(run.lease_expires_at)},
-      {"parent_run_id", optional(run.parent_run_id)},
-      {"cancel_when", CancelWhen(run.child_options)},
-      {"deadline_at", optional(run.deadline_at)},
-      {"cancel_reason", optional(run.cancel_reason)},
-      {"compensations", run.compensations},
-      {"final_status", run.final_status ? Json(std::string(ToString(*run.final_status))) : Json()},
-      {"created_at", run.created_at},
-      {"updated_at", run.updated_at},
-      {"finished_at", optional(run.finished_at)}};
-}
-
-Json WaitToJson(const WaitRecord& wait) {
-  return {{"correlation_key", wait.correlation_key},
-          {"event", wait.event},
-          {"status", std::string(ToString(wait.status))},
-          {"continuation_step", wait.continuation_step},
-          {"children", wait.children ? Json(std::string(ToString(*wait.children))) : Json()},
-          {"expires_at", wait.expires_at ? Json(*wait.expires_at) : Json()},
-          {"payload", wait.payload ? *wait.payload : Json()}};
-}
-
-Json EventToJson(const RunEvent& e) {
-  return {{"position", e.position},
-          {"step", e.step ? Json(*e.step) : Json()},
-          {"attempt", e.attempt},
-          {"kind", e.kind},
-          {"field", e.field ? Json(*e.field) : Json()},
-          {"value", e.value ? *e.value : Json()},
-          {"created_at", e.created_at}};
-}
-
 std::string Shorten(std::string text, size_t limit = 60) {
   if (text.size() > limit) text = text.substr(0, limit - 3) + "...";
   return text;
@@ -140,6 +85,17 @@ std::chrono::milliseconds ParseRunDeadline(const std::string& text) {
     throw InvalidArgumentError("--deadline: must be longer than 0, got \"" + text + "\"");
   }
   return deadline;
+}
+
+// An action's outcome for a terminal: done or nothing to do on standard
+// output, a refusal on standard error; its exit code.
+int Report(const std::string& command, const ActionOutcome& outcome) {
+  if (outcome.exit_code == kExitOk || outcome.exit_code == kExitAlreadyDone) {
+    std::cout << Printable(outcome.message) << "\n";
+  } else {
+    std::cerr << "cairn " << command << ": " << Printable(outcome.message) << "\n";
+  }
+  return outcome.exit_code;
 }
 
 store::Connection Connect(const po::variables_map& vm, const std::string& command) {
@@ -390,29 +346,7 @@ int RunCancel(const std::vector<std::string>& args) {
   const po::variables_map& vm = parsed.vm;
   const std::string& id = parsed.run_id;
   auto connection = Connect(vm, "cancel");
-  // A deadlock with a child's checkpoint is possible (and transient): cancel
-  // is idempotent, so it is simply tried again.
-  auto result = store::RetryTransient([&] {
-    return connection.Transact(
-        [&](store::Tx& tx) { return store::CancelRun(tx, id, vm["reason"].as<std::string>()); });
-  });
-  switch (result.outcome) {
-    case CancelOutcome::kAlreadyFinished:
-      std::cout << "run " << id << " had already finished (" << ToString(result.status)
-                << "); nothing changed\n";
-      return kExitAlreadyDone;
-    case CancelOutcome::kCompensating:
-      std::cout << "run " << id << " is already running its compensations; nothing changed\n";
-      return kExitAlreadyDone;
-    case CancelOutcome::kCancelled:
-      break;
-  }
-  std::cout << "run " << id << " cancelled (" << result.waits_cancelled << " waits cancelled)"
-            << (result.status == RunStatus::kCompensating
-                    ? "; its compensations run now, then it ends cancelled"
-                    : "")
-            << "\n";
-  return kExitOk;
+  return Report("cancel", CancelRunNow(connection, id, vm["reason"].as<std::string>()));
 }
 
 po::options_description SignalOptions() {
@@ -434,33 +368,8 @@ int RunSignal(const std::vector<std::string>& args) {
       ParseJsonPayload("--payload", JsonArgument("--payload", vm["payload"].as<std::string>()));
   auto retention = ParseDuration(vm["inbox-retention"].as<std::string>());
   auto connection = Connect(vm, "signal");
-  auto outcome = store::RetryTransient([&] {
-    return connection.Transact(
-        [&](store::Tx& tx) { return store::Signal(tx, key, payload, retention); });
-  });
-  switch (outcome) {
-    case store::SignalOutcome::kDelivered:
-      std::cout << "delivered: the run waiting on " << Printable(key) << " resumes\n";
-      return kExitOk;
-    case store::SignalOutcome::kAlreadyDelivered:
-      std::cout << "already delivered: " << Printable(key)
-                << " was signalled before; nothing changed\n";
-      return kExitAlreadyDone;
-    case store::SignalOutcome::kExpired:
-      std::cerr << "cairn signal: the wait on " << Printable(key) << " expired; nothing changed\n";
-      return kExitExpired;
-    case store::SignalOutcome::kCancelled:
-      std::cerr << "cairn signal: the wait on " << Printable(key)
-                << " was cancelled when its run ended; nothing changed\n";
-      return kExitConflict;
-    case store::SignalOutcome::kStored:
-      std::cerr << "cairn signal: no wait with key " << Printable(key)
-                << " yet; the signal is kept for "
-                << Printable(vm["inbox-retention"].as<std::string>())
-                << " and resumes the run that waits on it\n";
-      return kExitNotFound;
-  }
-  return kExitFailure;
+  return Report("signal", SignalWait(connection, key, payload, retention,
+                                     vm["inbox-retention"].as<std::string>()));
 }
 
 po::options_description RetryOptions() {
@@ -474,26 +383,7 @@ int RunRetry(const std::vector<std::string>& args) {
   const po::variables_map& vm = parsed.vm;
   const std::string& id = parsed.run_id;
   auto connection = Connect(vm, "retry");
-  auto result = store::RetryTransient(
-      [&] { return connection.Transact([&](store::Tx& tx) { return store::RetryRun(tx, id); }); });
-  switch (result.outcome) {
-    case store::RetryOutcome::kNotFailed:
-      std::cerr << "cairn retry: run " << id << " is " << ToString(result.status)
-                << ", not failed; nothing changed\n";
-      return kExitConflict;
-    case store::RetryOutcome::kCompensated:
-      std::cerr << "cairn retry: run " << id
-                << " failed and its compensations undid its steps; start a new run instead. "
-                   "Nothing changed\n";
-      return kExitConflict;
-    case store::RetryOutcome::kRetried:
-      break;
-  }
-  std::cout << "run " << id
-            << (result.status == RunStatus::kCompensating
-                    ? " resumes its compensations at the one that failed\n"
-                    : " is ready again at its failed step\n");
-  return kExitOk;
+  return Report("retry", RetryRunNow(connection, id));
 }
 
 po::options_description PluginsOptions() {

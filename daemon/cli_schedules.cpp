@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli.hpp"
+#include "records_json.hpp"
 #include "store_schedules.hpp"
 
 namespace cairn::cli {
@@ -21,24 +22,9 @@ int RunSchedules(const std::vector<std::string>& args) {
   const auto schedules =
       connection.Transact([](store::Tx& tx) { return store::ListSchedules(tx); });
 
-  auto optional = [](const std::optional<std::string>& v) -> Json {
-    return v ? Json(*v) : Json(nullptr);
-  };
   if (vm.count("json")) {
     Json out = Json::array();
-    for (const auto& s : schedules) {
-      out.push_back({{"name", s.name},
-                     {"workflow", s.workflow},
-                     {"cron", s.cron},
-                     {"timezone", s.timezone},
-                     {"queue", s.queue.empty() ? Json(nullptr) : Json(s.queue)},
-                     {"input", s.input},
-                     {"missed", s.missed_policy},
-                     {"catch_up_limit", s.catch_up_limit},
-                     {"enabled", s.enabled},
-                     {"next_fire_at", s.enabled ? optional(s.next_fire_at) : Json(nullptr)},
-                     {"last_fire_at", optional(s.last_fire_at)}});
-    }
+    for (const auto& s : schedules) out.push_back(ScheduleToJson(s));
     std::cout << out.dump() << "\n";
     return kExitOk;
   }

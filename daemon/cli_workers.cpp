@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli.hpp"
+#include "records_json.hpp"
 
 namespace cairn::cli {
 
@@ -33,18 +34,7 @@ int RunWorkers(const std::vector<std::string>& args) {
   if (vm.count("json")) {
     Json out = Json::array();
     for (const auto& w : workers) {
-      out.push_back({{"id", w.worker.id},
-                     {"state", w.state},
-                     {"host", w.worker.hostname},
-                     {"pid", w.worker.pid},
-                     {"version", w.worker.version},
-                     {"queues", w.worker.queues},
-                     {"concurrency", w.worker.concurrency},
-                     {"started_at", w.started_at},
-                     {"heartbeat_at", w.heartbeat_at},
-                     {"heartbeat_age_ms", w.heartbeat_age_ms},
-                     {"stopped_at", w.stopped_at ? Json(*w.stopped_at) : Json(nullptr)},
-                     {"running", w.running}});
+      out.push_back(WorkerToJson(w));
     }
     std::cout << out.dump() << "\n";
     return kExitOk;

@@ -9,6 +9,8 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cctype>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
@@ -46,7 +48,8 @@ void Send(mg_connection* connection, const HttpResponse& response, bool head,
                     mg_get_response_code_text(connection, response.status) + "\r\n";
   out += "Content-Type: " + response.content_type + "\r\n";
   out += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
-  out += "Cache-Control: no-store\r\nConnection: close\r\n";
+  out += "Cache-Control: no-store\r\nConnection: close\r\nX-Content-Type-Options: nosniff\r\n";
+  for (const auto& [name, value] : response.headers) out += name + ": " + value + "\r\n";
   out += extra_headers;
   out += "\r\n";
   if (!head) out += response.body;
@@ -78,65 +81,130 @@ std::string CivetListeningPort(const std::string& listen, const std::string& key
   return std::string(text) + ":" + port;
 }
 
+std::string HttpRequest::Header(const std::string& lower_case_name) const {
+  auto found = headers.find(lower_case_name);
+  return found == headers.end() ? std::string() : found->second;
+}
+
 // One handler for every route: answers its exact path, 404 below it, 405
-// for methods other than GET and HEAD.
+// for methods other than GET and HEAD. With a RequestHandler, every request
+// goes to it instead.
 class HttpServer::Handler : public CivetHandler {
  public:
-  explicit Handler(const std::map<std::string, HttpHandler>& routes) : routes_(routes) {}
+  Handler(const std::map<std::string, HttpHandler>& routes, const RequestHandler& request_handler,
+          size_t max_body_bytes)
+      : routes_(routes), request_handler_(request_handler), max_body_bytes_(max_body_bytes) {}
 
   bool handleGet(CivetServer* /*server*/, mg_connection* connection) override {
+    if (request_handler_) return Forward(connection, false);
     Answer(connection, false);
     return true;
   }
   bool handleHead(CivetServer* /*server*/, mg_connection* connection) override {
+    if (request_handler_) return Forward(connection, true);
     Answer(connection, true);
     return true;
   }
   bool handlePost(CivetServer* /*server*/, mg_connection* connection) override {
-    return NotAllowed(connection);
+    return request_handler_ ? Forward(connection, false) : NotAllowed(connection);
   }
   bool handlePut(CivetServer* /*server*/, mg_connection* connection) override {
-    return NotAllowed(connection);
+    return request_handler_ ? Forward(connection, false) : NotAllowed(connection);
   }
   bool handleDelete(CivetServer* /*server*/, mg_connection* connection) override {
-    return NotAllowed(connection);
+    return request_handler_ ? Forward(connection, false) : NotAllowed(connection);
   }
   bool handlePatch(CivetServer* /*server*/, mg_connection* connection) override {
-    return NotAllowed(connection);
+    return request_handler_ ? Forward(connection, false) : NotAllowed(connection);
   }
   bool handleOptions(CivetServer* /*server*/, mg_connection* connection) override {
-    return NotAllowed(connection);
+    return request_handler_ ? Forward(connection, false) : NotAllowed(connection);
   }
 
  private:
+  // Reads the request (its body up to the bound) and answers what the
+  // RequestHandler says.
+  bool Forward(mg_connection* connection, bool head) const {
+    const mg_request_info* info = mg_get_request_info(connection);
+    HttpRequest request;
+    request.method = info->request_method != nullptr ? info->request_method : "";
+    request.path = info->local_uri != nullptr ? info->local_uri : "";
+    request.query = info->query_string != nullptr ? info->query_string : "";
+    for (int i = 0; i < info->num_headers; ++i) {
+      std::string name = info->http_headers[i].name;
+      std::transform(name.begin(), name.end(), name.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      request.headers[name] = info->http_headers[i].value;
+    }
+    const bool has_body = request.method != "GET" && request.method != "HEAD";
+    if (has_body && info->content_length < 0 && !request.Header("transfer-encoding").empty()) {
+      Send(connection,
+           {411, "text/plain; charset=utf-8", "a request body needs Content-Length\n", {}}, head);
+      return true;
+    }
+    if (info->content_length > 0 && static_cast<size_t>(info->content_length) > max_body_bytes_) {
+      Send(connection,
+           {413,
+            "text/plain; charset=utf-8",
+            "request body of " + std::to_string(info->content_length) +
+                " bytes is over the limit of " + std::to_string(max_body_bytes_) + " bytes\n",
+            {}},
+           head);
+      return true;
+    }
+    if (info->content_length > 0) {
+      request.body.resize(static_cast<size_t>(info->content_length));
+      size_t got = 0;
+      while (got < request.body.size()) {
+        const int n = mg_read(connection, request.body.data() + got, request.body.size() - got);
+        if (n <= 0) break;
+        got += static_cast<size_t>(n);
+      }
+      if (got < request.body.size()) return true;  // the client went away mid-body
+    }
+    HttpResponse response;
+    try {
+      response = request_handler_(request);
+    } catch (const std::exception& e) {
+      response = {500, "text/plain; charset=utf-8", std::string(e.what()) + "\n", {}};
+    }
+    Send(connection, response, head);
+    return true;
+  }
+
   void Answer(mg_connection* connection, bool head) const {
     const mg_request_info* request = mg_get_request_info(connection);
     const std::string path = request->local_uri != nullptr ? request->local_uri : "";
     auto route = routes_.find(path);
     if (route == routes_.end()) {
-      Send(connection, {404, "text/plain; charset=utf-8", "not found\n"}, head);
+      Send(connection, {404, "text/plain; charset=utf-8", "not found\n", {}}, head);
       return;
     }
     HttpResponse response;
     try {
       response = route->second();
     } catch (const std::exception& e) {
-      response = {500, "text/plain; charset=utf-8", std::string(e.what()) + "\n"};
+      response = {500, "text/plain; charset=utf-8", std::string(e.what()) + "\n", {}};
     }
     Send(connection, response, head);
   }
 
   static bool NotAllowed(mg_connection* connection) {
-    Send(connection, {405, "text/plain; charset=utf-8", "only GET and HEAD\n"}, false,
+    Send(connection, {405, "text/plain; charset=utf-8", "only GET and HEAD\n", {}}, false,
          "Allow: GET, HEAD\r\n");
     return true;
   }
 
   const std::map<std::string, HttpHandler>& routes_;
+  const RequestHandler& request_handler_;
+  size_t max_body_bytes_;
 };
 
 HttpServer::HttpServer(HttpServerOptions options, std::map<std::string, HttpHandler> routes)
     : options_(std::move(options)), routes_(std::move(routes)) {}
+
+HttpServer::HttpServer(HttpServerOptions options, RequestHandler handler)
+    : options_(std::move(options)), request_handler_(std::move(handler)) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -168,8 +236,12 @@ void HttpServer::Start() {
     throw std::runtime_error(where + reason);
   }
   start_messages = nullptr;
-  handler_ = std::make_unique<Handler>(routes_);
-  for (const auto& [path, route] : routes_) server_->addHandler(path, *handler_);
+  handler_ = std::make_unique<Handler>(routes_, request_handler_, options_.max_body_bytes);
+  if (request_handler_) {
+    server_->addHandler("/", *handler_);  // "/" is a prefix of every path
+  } else {
+    for (const auto& [path, route] : routes_) server_->addHandler(path, *handler_);
+  }
   const auto ports = server_->getListeningPortsFull();
   port_ = ports.empty() ? 0 : static_cast<uint16_t>(ports.front().port);
   const std::string& bound = civet_options[1];

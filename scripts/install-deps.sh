@@ -19,6 +19,7 @@ packages=(
   clang-format clang-tidy
   clang libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes (scripts/sanitize.sh fuzz)
   dpkg-dev file systemd man-db groff-base mandoc strace
+  chromium chromium-driver python3-selenium  # the console's browser tests (tests/console)
 )
 
 missing=()

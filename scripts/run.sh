@@ -122,4 +122,15 @@ psql "$CAIRN_DATABASE_URL" -c \
     WHERE r.order_id LIKE 'A-$suffix-%' ORDER BY r.order_id"
 if $keep; then
   echo "daemon pid $daemon (log .data/cairn.log); CAIRN_DATABASE_URL=$CAIRN_DATABASE_URL"
+  # The web console on the same database, read-only (no token): the runs
+  # above are in it. CAIRN_CONSOLE_LISTEN picks another address.
+  "$cairn" console --listen "${CAIRN_CONSOLE_LISTEN:-127.0.0.1:8080}" >.data/console.log 2>&1 &
+  console=$!
+  for _ in $(seq 50); do
+    grep -q "serving" .data/console.log && break
+    kill -0 "$console" 2>/dev/null || { cat .data/console.log; exit 1; }
+    sleep 0.1
+  done
+  address=$(sed -n 's/^cairn console: serving \(http:[^ ]*\).*/\1/p' .data/console.log)
+  echo "console pid $console (log .data/console.log): ${address}runs?workflow=order"
 fi

@@ -198,6 +198,7 @@ struct RunFilter {
   std::optional<std::string> created_after;   // inclusive
   std::optional<std::string> created_before;  // exclusive
   std::optional<std::string> key_prefix;
+  std::optional<std::string> queue;
 };
 
 struct RunPage {

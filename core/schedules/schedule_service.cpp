@@ -87,8 +87,12 @@ Fired Fire(store::Tx& tx, const store::DueSchedule& due) {
 
 }  // namespace
 
+std::string ScheduleRunKeyPrefix(const std::string& schedule) {
+  return "schedule:" + schedule + ":";
+}
+
 std::string ScheduleRunKey(const std::string& schedule, sys_seconds tick) {
-  return "schedule:" + schedule + ":" + FormatUtc(tick);
+  return ScheduleRunKeyPrefix(schedule) + FormatUtc(tick);
 }
 
 std::vector<sys_seconds> DueTicks(const CronSchedule& cron, sys_seconds next_fire_at,

@@ -52,6 +52,8 @@ struct ScheduleSyncResult {
 
 // The run key of one tick: "schedule:<name>:<YYYY-MM-DDTHH:MM:SSZ>".
 std::string ScheduleRunKey(const std::string& schedule, std::chrono::sys_seconds tick);
+// What the run keys of every tick of a schedule start with ("schedule:<name>:").
+std::string ScheduleRunKeyPrefix(const std::string& schedule);
 
 // The ticks to start for a schedule due since next_fire_at, judged at `now`:
 // ticks in [next_fire_at, now], the latest `limit` of them (limit < 1 counts

@@ -59,6 +59,11 @@ pqxx::row RunApiCall(Tx& tx, const std::string& name, const std::string& run_id,
   return row;
 }
 
+// ListRuns through `query`, a keyset query over (created_at, id) taking the
+// filter, the cursor and the limit as list_runs does (oldest or newest first).
+RunPage ListRunsWith(Tx& tx, const std::string& query, const RunFilter& filter, int limit,
+                     const std::optional<std::string>& cursor);
+
 // Translates the exception in flight (a libpqxx or std exception) into a
 // cairn::Error, classifying by SQLSTATE. Errors already translated pass through.
 [[noreturn]] void RethrowTranslated(const std::string& operation);

@@ -79,8 +79,8 @@ CancelResult CancelRun(Tx& tx, const std::string& run_id, const std::string& rea
   return result;
 }
 
-RunPage ListRuns(Tx& tx, const RunFilter& filter, int limit,
-                 const std::optional<std::string>& cursor) {
+RunPage ListRunsWith(Tx& tx, const std::string& query, const RunFilter& filter, int limit,
+                     const std::optional<std::string>& cursor) {
   if (limit < 1 || limit > kMaxRunPage) {
     throw InvalidArgumentError("page size " + std::to_string(limit) + " is outside 1.." +
                                std::to_string(kMaxRunPage));
@@ -96,9 +96,9 @@ RunPage ListRuns(Tx& tx, const RunFilter& filter, int limit,
     after_id = cursor->substr(separator + 1);
   }
   pqxx::result rows =
-      Internal(tx).Exec("list_runs", filter.namespace_name, filter.workflow,
-                        StatusName(filter.status), filter.created_after, filter.created_before,
-                        filter.key_prefix, after_created, after_id, limit + 1);
+      Internal(tx).Exec(query, filter.namespace_name, filter.workflow, StatusName(filter.status),
+                        filter.created_after, filter.created_before, filter.key_prefix,
+                        after_created, after_id, limit + 1, filter.queue);
   RunPage page;
   for (const auto& row : rows) {
     if (static_cast<int>(page.runs.size()) == limit) {
@@ -109,6 +109,11 @@ RunPage ListRuns(Tx& tx, const RunFilter& filter, int limit,
     page.runs.push_back(DecodeRun(row));
   }
   return page;
+}
+
+RunPage ListRuns(Tx& tx, const RunFilter& filter, int limit,
+                 const std::optional<std::string>& cursor) {
+  return ListRunsWith(tx, "list_runs", filter, limit, cursor);
 }
 
 void AppendEvents(Tx& tx, const std::vector<RunEvent>& events) {

@@ -11,54 +11,15 @@
 #include <sstream>
 #include <string>
 
-#include "daemon_fixture.hpp"
+#include "example_fixture.hpp"
 
 namespace cairn::test {
 namespace {
 
 using Json = nlohmann::json;
 
-class ExampleOrder : public DaemonTest {
+class ExampleOrder : public ExampleOrderTest {
  protected:
-  ExampleOrder() : DaemonTest("config/workflows/example.yaml") {}
-
-  void SetUp() override {
-    DaemonTest::SetUp();
-    // The shop's tables, from the plugin's own schema.sql, in the test schema.
-    std::ifstream file(SourceDir() + "/plugins/example/schema.sql");
-    std::stringstream text;
-    text << file.rdbuf();
-    std::string ddl = text.str();
-    for (auto at = ddl.find("cairn_example"); at != std::string::npos;
-         at = ddl.find("cairn_example", at)) {
-      ddl.replace(at, std::string("cairn_example").size(), "\"" + schema() + "\"");
-    }
-    Sql(ddl);
-    // Not StartDaemon: a daemon that did not start must fail SetUp, which
-    // skips the test rather than letting it wait out its timeouts.
-    daemon_ = std::make_unique<DaemonProcess>(Options(4));
-    ASSERT_TRUE(daemon_->StartAndWaitReady()) << daemon_->Log();
-  }
-
-  void TearDown() override {
-    if (daemon_) Stop(*daemon_);
-    DaemonTest::TearDown();
-  }
-
-  std::string Order(const std::string& order_id, Json extra = Json::object()) {
-    Json input = {{"order_id", order_id},
-                  {"sku", "mug"},
-                  {"quantity", 2},
-                  {"amount_cents", 1800},
-                  {"schema", schema()}};
-    input.update(extra);
-    return StartRun("order", input);
-  }
-
-  std::string Signal(const std::string& key) {
-    return Sql("SELECT {s}.signal('" + key + "', '{\"provider_ref\": \"ch_1\"}'::jsonb)");
-  }
-
   // "<stock status>/<payment status>" of an order; "-" where there is no row.
   std::string Shop(const std::string& order_id) const {
     return Sql("SELECT coalesce((SELECT status FROM {s}.reservations WHERE order_id = '" +
@@ -83,8 +44,6 @@ class ExampleOrder : public DaemonTest {
     for (auto at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) ++count;
     return count;
   }
-
-  std::unique_ptr<DaemonProcess> daemon_;
 };
 
 TEST_F(ExampleOrder, APaidOrderShips) {

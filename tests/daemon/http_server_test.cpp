@@ -215,5 +215,39 @@ TEST(HttpServer, DropsAClientThatSendsNothingAfterTheRequestTimeout) {
   ::close(fd);
 }
 
+TEST(HttpServer, ARequestHandlerSeesEveryMethodWithItsHeadersQueryAndBody) {
+  HttpServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.max_body_bytes = 64;
+  HttpRequest seen;
+  HttpServer server(options, [&seen](const HttpRequest& request) {
+    seen = request;
+    HttpResponse response{201, "text/plain", "got " + request.body, {{"X-Extra", "yes"}}};
+    return response;
+  });
+  server.Start();
+  const std::string answer =
+      Exchange(AF_INET, server.port(),
+               "POST /any/path?a=1&b=%20 HTTP/1.1\r\nHost: test\r\nX-Token: Secret\r\n"
+               "Content-Length: 5\r\n\r\nhello");
+  EXPECT_TRUE(Contains(answer, "HTTP/1.1 201")) << answer;
+  EXPECT_TRUE(Contains(answer, "X-Extra: yes\r\n")) << answer;
+  EXPECT_TRUE(Contains(answer, "got hello")) << answer;
+  EXPECT_EQ(seen.method, "POST");
+  EXPECT_EQ(seen.path, "/any/path");
+  EXPECT_EQ(seen.query, "a=1&b=%20");
+  EXPECT_EQ(seen.Header("x-token"), "Secret");
+  EXPECT_EQ(seen.body, "hello");
+  // A body over the bound is refused before the handler sees it.
+  seen = HttpRequest{};
+  const std::string refused = Exchange(
+      AF_INET, server.port(),
+      "POST /big HTTP/1.1\r\nHost: test\r\nContent-Length: 65\r\n\r\n" + std::string(65, 'x'));
+  EXPECT_TRUE(Contains(refused, "HTTP/1.1 413")) << refused;
+  EXPECT_TRUE(Contains(refused, "over the limit of 64 bytes")) << refused;
+  EXPECT_EQ(seen.path, "");
+  EXPECT_TRUE(Contains(Exchange(AF_INET, server.port(), Request("DELETE", "/x")), "HTTP/1.1 201"));
+}
+
 }  // namespace
 }  // namespace cairn

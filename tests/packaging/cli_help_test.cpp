@@ -38,9 +38,9 @@ std::set<std::string> OptionsIn(const std::string& help) {
 }
 
 const std::vector<std::string> kCommands = {
-    "run",     "migrate", "start",       "show",    "list",    "history",
-    "signal",  "cancel",  "retry",       "plugins", "bench",   "schedules",
-    "cleanup", "workers", "idempotency", "config",  "version", "help"};
+    "run",         "migrate", "start",   "show",    "list",      "history", "signal",
+    "cancel",      "retry",   "plugins", "bench",   "schedules", "cleanup", "workers",
+    "idempotency", "console", "config",  "version", "help"};
 
 TEST(CliUsage, ListsExactlyTheCommandsTheseTestsCheck) {
   // A new command joins kCommands, so its help and manual entry are checked.

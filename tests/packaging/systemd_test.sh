@@ -63,6 +63,22 @@ credential=$(unit_value "$unit" LoadCredential)
   fail "LoadCredential= names \"${credential%%:*}\", config/cairn.yaml documents \"$documented\""
 check_unit_files "$root" "$unit" /usr/lib /usr/share/man
 
+# The console's unit: as valid and as confined, with the same database
+# credential, and read-only unless a drop-in loads the console's token.
+console_unit=$root/usr/lib/systemd/system/cairn-console.service
+cmp -s "$console_unit" "$source_dir/systemd/cairn-console.service" ||
+  fail "the console unit installed with --prefix /usr differs from systemd/cairn-console.service"
+verify=$(MANPATH=$root/usr/share/man systemd-analyze verify --root="$root" cairn-console.service 2>&1) ||
+  fail "systemd-analyze verify cairn-console.service failed: $verify"
+[ -z "$verify" ] || fail "systemd-analyze verify complained about cairn-console.service: $verify"
+systemd-analyze security --offline=true --root="$root" --threshold=12 cairn-console.service >/dev/null ||
+  fail "cairn-console.service is exposed above 1.2: $(systemd-analyze security --offline=true \
+    --root="$root" cairn-console.service 2>&1 | grep '✗')"
+[ "$(unit_value "$console_unit" LoadCredential)" = "$credential" ] ||
+  fail "cairn-console.service loads $(unit_value "$console_unit" LoadCredential), not $credential"
+grep -q "LoadCredential=console-token:" "$console_unit" ||
+  fail "cairn-console.service does not say how to load the console-token credential"
+
 # The snippets do what they say, in the scratch root.
 systemd-sysusers --root="$root" cairn.conf >"$scratch/sysusers.log" 2>&1 ||
   { cat "$scratch/sysusers.log"; fail "systemd-sysusers failed"; }

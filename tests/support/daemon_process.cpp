@@ -217,8 +217,12 @@ DaemonProcess::~DaemonProcess() {
 
 void DaemonProcess::Start() {
   if (pid_ > 0) throw std::logic_error("DaemonProcess::Start: already started");
-  pid_ = Spawn({options_.binary, "run", "--config", config_path_}, log_path_, log_path_,
-               options_.environment);
+  std::vector<std::string> argv{options_.binary, "run", "--config", config_path_};
+  if (!options_.command.empty()) {
+    argv = {options_.binary};
+    argv.insert(argv.end(), options_.command.begin(), options_.command.end());
+  }
+  pid_ = Spawn(argv, log_path_, log_path_, options_.environment);
 }
 
 bool DaemonProcess::StartAndWaitReady(std::chrono::milliseconds timeout) {

@@ -68,6 +68,9 @@ struct DaemonOptions {
   std::string health_grace = "10s";
   // Extra environment variables of the daemon, "NAME=value".
   std::vector<std::string> environment;
+  // Another long-running cairn command instead of `run --config <file>`:
+  // its arguments after the binary (say {"console", "--listen", ...}).
+  std::vector<std::string> command;
 };
 
 #if defined(CAIRN_BINARY) && defined(CAIRN_PLUGIN_DIR) && defined(CAIRN_SOURCE_DIR)

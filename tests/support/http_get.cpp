@@ -7,9 +7,36 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+
 namespace cairn::test {
 
-HttpResult HttpGet(uint16_t port, const std::string& path) {
+namespace {
+
+std::string Lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
+}  // namespace
+
+std::string HttpResult::Header(const std::string& name) const {
+  const std::string lower = Lower(headers);
+  const std::string wanted = "\r\n" + Lower(name) + ":";
+  const auto at = lower.find(wanted);
+  if (at == std::string::npos) return "";
+  auto start = at + wanted.size();
+  while (start < headers.size() && headers[start] == ' ') ++start;
+  const auto end = headers.find("\r\n", start);
+  return headers.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+HttpResult HttpGet(uint16_t port, const std::string& path) { return HttpSend(port, "GET", path); }
+
+HttpResult HttpSend(uint16_t port, const std::string& method, const std::string& path,
+                    const std::vector<std::string>& headers, const std::string& body) {
   HttpResult result;
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return result;
@@ -24,8 +51,13 @@ HttpResult HttpGet(uint16_t port, const std::string& path) {
     return result;
   }
   // Connection: close, so that reading to the end of the stream ends.
-  const std::string request =
-      "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  std::string request =
+      method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
+  for (const auto& header : headers) request += header + "\r\n";
+  if (method != "GET" && method != "HEAD") {
+    request += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  }
+  request += "\r\n" + body;
   ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   std::string response;
   char buffer[8192];
@@ -36,8 +68,11 @@ HttpResult HttpGet(uint16_t port, const std::string& path) {
   ::close(fd);
   if (response.rfind("HTTP/1.", 0) != 0 || response.size() < 12) return result;
   result.status = std::stoi(response.substr(9, 3));
-  const auto body = response.find("\r\n\r\n");
-  if (body != std::string::npos) result.body = response.substr(body + 4);
+  const auto end = response.find("\r\n\r\n");
+  if (end != std::string::npos) {
+    result.headers = response.substr(0, end);
+    result.body = response.substr(end + 4);
+  }
   return result;
 }
 
