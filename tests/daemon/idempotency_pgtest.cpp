@@ -89,7 +89,7 @@ TEST_F(IdempotencyE2E, TwoDaemonsRacingOnTheSameKeysMakeEachEffectOnce) {
     runs.push_back(StartRun(i % 2 == 0 ? "e2e_once" : "e2e_once_tx",
                             {{"key", "charge-" + std::to_string(i % kKeys)},
                              {"effects_file", effects_},
-                             {"effect_ms", 200}}));
+                             {"effect_ms", 1000}}));
   }
   ASSERT_TRUE(PollUntil([&] { return CountRuns("completed") == kRuns; }, 90s, 100ms))
       << StatusSummary();
