@@ -45,8 +45,9 @@ claimed AS (
   RETURNING r.*),
 spent AS (
   UPDATE {schema}.queue_limits l
-  SET tokens = {schema}.queue_tokens(l.rate_per_second, l.burst, l.tokens, l.refilled_at) - c.runs,
-      refilled_at = now()
+  SET (tokens, refilled_at) = (
+    SELECT s.tokens, s.refilled_at
+    FROM {schema}.queue_spend(l.rate_per_second, l.burst, l.tokens, l.refilled_at, c.runs) s)
   FROM (SELECT queue, count(*) AS runs FROM claimed GROUP BY queue) c
   WHERE l.queue = c.queue AND l.rate_per_second IS NOT NULL)
 SELECT c.*, coalesce(room.step_tokens, false) AS step_tokens

@@ -4,8 +4,9 @@
 -- lifted): nothing to take, the step may run.
 WITH taken AS (
   UPDATE {schema}.queue_limits l
-  SET tokens = {schema}.queue_tokens(l.rate_per_second, l.burst, l.tokens, l.refilled_at) - 1,
-      refilled_at = now()
+  SET (tokens, refilled_at) = (
+    SELECT s.tokens, s.refilled_at
+    FROM {schema}.queue_spend(l.rate_per_second, l.burst, l.tokens, l.refilled_at, 1) s)
   WHERE l.queue = $1 AND l.rate_per_second IS NOT NULL
     AND {schema}.queue_tokens(l.rate_per_second, l.burst, l.tokens, l.refilled_at) >= 1
   RETURNING l.queue)

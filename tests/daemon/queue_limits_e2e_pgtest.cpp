@@ -115,9 +115,14 @@ TEST_F(QueueLimitsE2E, TwoDaemonsNeverRunMoreThanMaxRunningOfAQueue) {
 TEST_F(QueueLimitsE2E, TwoDaemonsKeepAQueuesStepsWithinItsRatePlusBurst) {
   constexpr double kRate = 20;
   constexpr int kBurst = 5;
-  // Between taking its token and logging its start a step crosses the slot
-  // hand-off and the step process: allow that much time on each window.
-  constexpr double kSlackSeconds = 0.1;
+  // Between taking its token (in the claim, or alone for a further step)
+  // and logging its start a step crosses the hand-off to a slot, its stack
+  // lock, its transaction and its step process: on a quiet two-core machine
+  // that took up to 0.2 s for the first steps after a claim of several runs
+  // (the token log showed the bucket itself exact). Each window gets that
+  // much time. The check still tells a fleet-wide bucket from one per
+  // daemon: two buckets would run the 40 steps in some 0.8 s.
+  constexpr double kSlackSeconds = 0.3;
   const std::string limits = "{paced: {rate_per_second: 20, burst: 5}}";
   auto a = Daemon(limits);
   auto b = Daemon(limits);

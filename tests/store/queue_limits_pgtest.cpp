@@ -156,6 +156,42 @@ TEST_F(QueueLimits, TokensRefillByDatabaseTime) {
   EXPECT_EQ(Claim({"paced"}, 100).size(), 3u);
 }
 
+// A claim or a step token whose transaction began before another claimer
+// took a token (and so waited for that claimer's lock on the bucket) is
+// accounted at that claimer's time: the bucket's refill time never moves
+// back, so the time between the two is not credited twice. One token a
+// second; the early transaction began two seconds before the other's.
+TEST_F(QueueLimits, AnEarlierTransactionCreditsNoTokenTwice) {
+  SetLimit({"paced", std::nullopt, 1.0, 5});
+  CreateRuns("paced", 5);
+  auto tokens = [&] {
+    return SqlInt(
+        "SELECT floor({s}.queue_tokens(rate_per_second, burst, tokens, refilled_at))::bigint "
+        "FROM {s}.queue_limits WHERE queue = 'paced'");
+  };
+  auto take_now = [&] {
+    return conn().Autocommit([&](store::Tx& tx) { return store::TakeStepToken(tx, "paced"); });
+  };
+  auto early = Open("early");
+
+  early->Transact([&](store::Tx& tx) {
+    store::CountRuns(tx);  // the transaction's database time is now fixed
+    std::this_thread::sleep_for(2s);
+    EXPECT_EQ(take_now(), 0ms);  // 4 left
+    EXPECT_EQ(store::TakeStepToken(tx, "paced"), 0ms);
+    return 0;
+  });
+  EXPECT_EQ(tokens(), 3);  // not 5: the two seconds were not credited again
+
+  early->Transact([&](store::Tx& tx) {
+    store::CountRuns(tx);
+    std::this_thread::sleep_for(2s);
+    EXPECT_EQ(take_now(), 0ms);  // refilled to 5, 4 left
+    return store::ClaimRuns(tx, {"paced"}, {"hash-1"}, 1, "worker-1", 30s).size();
+  });
+  EXPECT_EQ(tokens(), 3);
+}
+
 // A held run's further steps take tokens one at a time; an empty bucket says
 // how long until the next token, by the rate.
 TEST_F(QueueLimits, StepTokensComeFromTheSameBucket) {
