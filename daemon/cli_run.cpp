@@ -294,6 +294,11 @@ int RunDaemon(const std::vector<std::string>& args) {
   if (definitions.empty()) {
     throw InvalidArgumentError("no workflow definitions found in workflows.paths");
   }
+  // A step process per slot, ready before the daemon is: the first steps
+  // after a start do not each wait for a process to load the plugins.
+  if (plugins->processes() != nullptr) {
+    plugins->processes()->KeepReady(config.EffectiveConcurrency());
+  }
 
   // Metrics count the sessions and errors of every connection of the daemon.
   std::unique_ptr<Metrics> metrics;

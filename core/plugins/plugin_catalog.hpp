@@ -58,6 +58,7 @@ class PluginCatalog : public StepCatalog {
   Isolation IsolationOf(const std::string& plugin, const std::string& workflow = "") const;
   // The step processes, or nullptr when every step runs on threads.
   const plugins::StepProcesses* processes() const { return processes_.get(); }
+  plugins::StepProcesses* processes() { return processes_.get(); }
 
  private:
   PluginCatalogOptions options_;

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -244,6 +245,42 @@ std::shared_ptr<StepProcesses> StepProcesses::Start(StepProcessOptions options) 
 }
 
 std::unique_ptr<StepProcesses::Process> StepProcesses::Spawn() {
+  std::unique_ptr<Process> process = Launch();
+  AwaitReady(*process);
+  return process;
+}
+
+void StepProcesses::KeepReady(int count) {
+  size_t idle = 0;
+  {
+    std::lock_guard lock(mutex_);
+    idle = idle_.size();
+  }
+  // All are launched before any is awaited: they load their plugins side by
+  // side, so that a daemon with many slots is ready about as soon as one
+  // with a single slot.
+  std::vector<std::unique_ptr<Process>> launched;
+  try {
+    for (size_t i = idle; i < static_cast<size_t>(std::max(count, 0)); ++i) {
+      launched.push_back(Launch());
+    }
+    for (auto& process : launched) {
+      AwaitReady(*process);
+      Release(std::move(process));
+    }
+  } catch (const PluginError& e) {
+    // The first process started, so the plugins load: a later step starts
+    // its own process if it finds none idle.
+    spdlog::warn("process isolation: {} of {} step processes ready: {}", Idle(), count, e.what());
+  }
+}
+
+size_t StepProcesses::Idle() const {
+  std::lock_guard lock(mutex_);
+  return idle_.size();
+}
+
+std::unique_ptr<StepProcesses::Process> StepProcesses::Launch() {
   int sockets[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
     throw PluginError(std::string("process isolation: socketpair: ") + std::strerror(errno));
@@ -291,11 +328,15 @@ std::unique_ptr<StepProcesses::Process> StepProcesses::Spawn() {
     throw PluginError("process isolation: cannot start " + options_.executable + ": " +
                       std::strerror(error));
   }
+  return process;
+}
+
+void StepProcesses::AwaitReady(Process& process) {
   const ReadResult hello =
-      ReadFrame(process->fd, std::chrono::steady_clock::now() + options_.start_timeout);
+      ReadFrame(process.fd, std::chrono::steady_clock::now() + options_.start_timeout);
   if (hello.status != ReadStatus::kMessage) {
     throw PluginError("process isolation: the step process " +
-                      process->Reap(hello.status == ReadStatus::kTimeout) +
+                      process.Reap(hello.status == ReadStatus::kTimeout) +
                       " before it was ready (its log says why)");
   }
   if (hello.message.value("type", "") != "ready") {
@@ -310,8 +351,7 @@ std::unique_ptr<StepProcesses::Process> StepProcesses::Spawn() {
       }
     }
   }
-  spdlog::debug("step process {} started", process->pid);
-  return process;
+  spdlog::debug("step process {} started", process.pid);
 }
 
 std::unique_ptr<StepProcesses::Process> StepProcesses::Acquire() {

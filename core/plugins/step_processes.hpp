@@ -47,13 +47,23 @@ class StepProcesses : public std::enable_shared_from_this<StepProcesses> {
   // registered it.
   std::shared_ptr<Step> Find(const std::string& step_name);
 
+  // Starts step processes until `count` are idle, so that as many steps
+  // can begin without waiting for one to load its plugins (the daemon asks
+  // for one per slot). One that does not start is warned about, not
+  // thrown: a step that finds no idle process starts its own.
+  void KeepReady(int count);
+
   // Step processes started so far (a crashed or killed one is replaced).
   int64_t started() const;
+  // Step processes waiting for a step.
+  size_t Idle() const;
 
  private:
   struct Process;
   explicit StepProcesses(StepProcessOptions options);
-  std::unique_ptr<Process> Spawn();
+  std::unique_ptr<Process> Spawn();  // Launch, then AwaitReady
+  std::unique_ptr<Process> Launch();
+  void AwaitReady(Process& process);
   std::unique_ptr<Process> Acquire();
   void Release(std::unique_ptr<Process> process);
   friend class ProcessStep;

@@ -1,7 +1,8 @@
 // Per-workflow step isolation against real daemons: plugins.isolation_by_workflow
 // puts one workflow's steps on the daemon's threads or in step processes,
 // whatever plugins.isolation says for the rest; a crashing step of a workflow
-// in step processes fails only its attempt; a value that is no isolation, or
+// in step processes fails only its attempt; a daemon is ready with a step
+// process per slot; a value that is no isolation, or
 // a workflow no workflow file defines, stops `cairn run` and `cairn config
 // check` with exit 2 before anything starts; and SIGHUP refuses a workflow on
 // threads that would need a plugin the daemon did not load.
@@ -9,9 +10,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -74,6 +77,24 @@ class StepIsolation : public DaemonTest {
     EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.workflow_definitions"), 0);
   }
 
+  // The processes whose parent is `parent`, from /proc.
+  static std::set<int64_t> ChildrenOf(pid_t parent) {
+    std::set<int64_t> children;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream in(entry.path() / "stat");
+      std::string stat;
+      std::getline(in, stat);
+      // pid (comm) state ppid ...: comm may hold spaces, so read after ')'.
+      std::istringstream rest(stat.substr(stat.rfind(')') + 1));
+      std::string state;
+      pid_t ppid = 0;
+      if (rest >> state >> ppid && ppid == parent) children.insert(std::stoll(name));
+    }
+    return children;
+  }
+
   // The line of a file that holds text (1-based), or 0.
   static int LineOf(const std::string& file, const std::string& text) {
     std::ifstream in(file);
@@ -113,6 +134,23 @@ TEST_F(StepIsolation, AWorkflowOnThreadsRunsInTheDaemonAndTheOthersInStepProcess
   const std::string after = StartRun("on_threads");
   ASSERT_TRUE(WaitForStatus(after, "completed")) << daemon->Log();
   EXPECT_EQ(PidOf(after), daemon->pid());
+  Stop(*daemon);
+}
+
+// A daemon is ready with one idle step process per slot, so its first
+// steps do not each wait for a process to start and load the plugins; the
+// steps run in those processes.
+TEST_F(StepIsolation, EverySlotHasAStepProcessReadyBeforeTheDaemonIs) {
+  auto daemon = StartDaemonWith("process", "");
+  const std::set<int64_t> ready = ChildrenOf(daemon->pid());
+  EXPECT_EQ(ready.size(), 2u);  // Options(2): two slots
+  const std::string first = StartRun("in_processes");
+  const std::string second = StartRun("in_processes");
+  ASSERT_TRUE(WaitForStatus(first, "completed")) << daemon->Log();
+  ASSERT_TRUE(WaitForStatus(second, "completed")) << daemon->Log();
+  EXPECT_EQ(ready.count(PidOf(first)), 1u);
+  EXPECT_EQ(ready.count(PidOf(second)), 1u);
+  EXPECT_EQ(ChildrenOf(daemon->pid()), ready);
   Stop(*daemon);
 }
 
