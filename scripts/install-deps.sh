@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config git
+  ccache lld  # scripts/build-cache.sh: cached compiles and a faster linker for CI's builds
   libpqxx-dev libpq-dev libssl-dev
   libyaml-cpp-dev
   libspdlog-dev libfmt-dev

@@ -48,6 +48,7 @@ sanitizer_build_flags=(-DCMAKE_BUILD_TYPE=Debug
   "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1")
 
 bash scripts/install-deps.sh
+source scripts/build-cache.sh
 
 # Runs the unit tests and the PostgreSQL subset in $1 with sanitizer reports
 # going to $1/sanitizer-reports, then fails on a failed test or any report.
@@ -88,7 +89,8 @@ shared_build_dir=build-sanitize
 configure_shared() {
   echo "==> configure $shared_build_dir (clang, CAIRN_FUZZ=ON: ASan + UBSan)"
   cmake -S . -B "$shared_build_dir" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-    -DCAIRN_FUZZ=ON -DBUILD_TESTING=ON "${sanitizer_build_flags[@]}" >/dev/null
+    -DCAIRN_FUZZ=ON -DBUILD_TESTING=ON "${sanitizer_build_flags[@]}" "${build_speed_flags[@]}" \
+    >/dev/null
 }
 
 address_run() {
@@ -103,7 +105,7 @@ thread_run() {
   local build_dir=build-tsan
   echo "==> configure $build_dir (CAIRN_SANITIZE=thread)"
   cmake -S . -B "$build_dir" -DCAIRN_SANITIZE=thread -DBUILD_TESTING=ON \
-    "${sanitizer_build_flags[@]}" >/dev/null
+    "${sanitizer_build_flags[@]}" "${build_speed_flags[@]}" >/dev/null
   echo "==> build"
   cmake --build "$build_dir" --parallel "$build_jobs" --target cairn_unit_tests "${pg_targets[@]}"
   run_tests "$build_dir" "$@"

@@ -18,7 +18,9 @@
 # PostgreSQL tests under ASan + UBSan (CAIRN_SANITIZE_STAGE=0 skips it). Both
 # together add some 7 minutes on two cores; precompiled headers
 # (cmake/PrecompiledHeaders.cmake) keep CI inside its 30. Either failing
-# fails the run.
+# fails the run. Both builds go through ccache and lld when they are there
+# (scripts/build-cache.sh): a clone of sources built before compiles only
+# what changed.
 #
 # Knobs: CAIRN_BUILD_DIR (build), CAIRN_BUILD_TYPE (RelWithDebInfo),
 # CAIRN_TEST_JOBS (2), CAIRN_TEST_TIMEOUT seconds per test (600),
@@ -43,7 +45,9 @@ echo "==> format"
 bash scripts/check-format.sh || failed+=(format)
 
 echo "==> configure ($build_dir, $build_type)"
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="$build_type" -DBUILD_TESTING=ON
+source scripts/build-cache.sh
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="$build_type" -DBUILD_TESTING=ON \
+  "${build_speed_flags[@]}"
 
 echo "==> build (-j$build_jobs)"
 cmake --build "$build_dir" --parallel "$build_jobs"
