@@ -294,8 +294,8 @@ int RunDaemon(const std::vector<std::string>& args) {
   if (definitions.empty()) {
     throw InvalidArgumentError("no workflow definitions found in workflows.paths");
   }
-  // A step process per slot, ready before the daemon is: the first steps
-  // after a start do not each wait for a process to load the plugins.
+  // A step process per slot, started beside the rest of the start-up: the
+  // first steps do not each wait for a process to load the plugins.
   if (plugins->processes() != nullptr) {
     plugins->processes()->KeepReady(config.EffectiveConcurrency());
   }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <future>
 #include <thread>
 
 #include "step_host.hpp"
@@ -233,9 +234,31 @@ StepProcesses::StepProcesses(StepProcessOptions options) : options_(std::move(op
     if (n <= 0) throw PluginError("process isolation: cannot find the cairn binary");
     options_.executable.assign(path.data(), static_cast<size_t>(n));
   }
+  spawner_ = std::thread([this] { RunSpawner(); });
 }
 
-StepProcesses::~StepProcesses() = default;
+StepProcesses::~StepProcesses() {
+  if (warmer_.joinable()) warmer_.join();
+  {
+    std::lock_guard lock(spawner_mutex_);
+    spawner_stop_ = true;
+  }
+  spawner_wake_.notify_all();
+  spawner_.join();
+}
+
+void StepProcesses::RunSpawner() {
+  std::unique_lock lock(spawner_mutex_);
+  while (true) {
+    spawner_wake_.wait(lock, [&] { return spawner_stop_ || !launches_.empty(); });
+    if (launches_.empty()) return;
+    std::packaged_task<std::unique_ptr<Process>()> launch = std::move(launches_.front());
+    launches_.pop_front();
+    lock.unlock();
+    launch();
+    lock.lock();
+  }
+}
 
 std::shared_ptr<StepProcesses> StepProcesses::Start(StepProcessOptions options) {
   std::shared_ptr<StepProcesses> pool(new StepProcesses(std::move(options)));
@@ -251,6 +274,11 @@ std::unique_ptr<StepProcesses::Process> StepProcesses::Spawn() {
 }
 
 void StepProcesses::KeepReady(int count) {
+  if (warmer_.joinable()) warmer_.join();
+  warmer_ = std::thread([this, count] { FillIdle(count); });
+}
+
+void StepProcesses::FillIdle(int count) {
   size_t idle = 0;
   {
     std::lock_guard lock(mutex_);
@@ -281,6 +309,17 @@ size_t StepProcesses::Idle() const {
 }
 
 std::unique_ptr<StepProcesses::Process> StepProcesses::Launch() {
+  std::packaged_task<std::unique_ptr<Process>()> launch([this] { return LaunchHere(); });
+  std::future<std::unique_ptr<Process>> launched = launch.get_future();
+  {
+    std::lock_guard lock(spawner_mutex_);
+    launches_.push_back(std::move(launch));
+  }
+  spawner_wake_.notify_all();
+  return launched.get();  // rethrows LaunchHere's PluginError
+}
+
+std::unique_ptr<StepProcesses::Process> StepProcesses::LaunchHere() {
   int sockets[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
     throw PluginError(std::string("process isolation: socketpair: ") + std::strerror(errno));

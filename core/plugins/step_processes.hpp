@@ -10,10 +10,14 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "plugin_registry.hpp"
@@ -47,10 +51,11 @@ class StepProcesses : public std::enable_shared_from_this<StepProcesses> {
   // registered it.
   std::shared_ptr<Step> Find(const std::string& step_name);
 
-  // Starts step processes until `count` are idle, so that as many steps
-  // can begin without waiting for one to load its plugins (the daemon asks
-  // for one per slot). One that does not start is warned about, not
-  // thrown: a step that finds no idle process starts its own.
+  // Starts step processes, on a thread of the pool's own, until `count` are
+  // idle, so that as many steps can begin without waiting for one to load
+  // its plugins (the daemon asks for one per slot). Returns at once: the
+  // daemon's readiness does not wait for them. One that does not start is
+  // warned about: a step that finds no idle process starts its own.
   void KeepReady(int count);
 
   // Step processes started so far (a crashed or killed one is replaced).
@@ -62,8 +67,16 @@ class StepProcesses : public std::enable_shared_from_this<StepProcesses> {
   struct Process;
   explicit StepProcesses(StepProcessOptions options);
   std::unique_ptr<Process> Spawn();  // Launch, then AwaitReady
+  // Starts a step process on the spawner thread and returns without waiting
+  // for it to be ready. A step process dies with the thread that started it
+  // (PR_SET_PDEATHSIG, so that none outlives a killed daemon): started on a
+  // slot's or KeepReady's thread, it would die when that thread ends, even
+  // in the middle of another slot's step. The spawner lives as the pool does.
   std::unique_ptr<Process> Launch();
+  std::unique_ptr<Process> LaunchHere();  // on the spawner thread
+  void RunSpawner();
   void AwaitReady(Process& process);
+  void FillIdle(int count);  // KeepReady's thread
   std::unique_ptr<Process> Acquire();
   void Release(std::unique_ptr<Process> process);
   friend class ProcessStep;
@@ -73,6 +86,12 @@ class StepProcesses : public std::enable_shared_from_this<StepProcesses> {
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Process>> idle_;
   int64_t started_ = 0;
+  std::thread warmer_;  // KeepReady's, joined before the processes go
+  std::mutex spawner_mutex_;
+  std::condition_variable spawner_wake_;
+  std::deque<std::packaged_task<std::unique_ptr<Process>()>> launches_;
+  bool spawner_stop_ = false;
+  std::thread spawner_;  // started last, by the constructor
 };
 
 }  // namespace cairn::plugins

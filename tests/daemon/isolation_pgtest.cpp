@@ -1,7 +1,7 @@
 // Per-workflow step isolation against real daemons: plugins.isolation_by_workflow
 // puts one workflow's steps on the daemon's threads or in step processes,
 // whatever plugins.isolation says for the rest; a crashing step of a workflow
-// in step processes fails only its attempt; a daemon is ready with a step
+// in step processes fails only its attempt; a started daemon gets a step
 // process per slot; a value that is no isolation, or
 // a workflow no workflow file defines, stops `cairn run` and `cairn config
 // check` with exit 2 before anything starts; and SIGHUP refuses a workflow on
@@ -137,13 +137,20 @@ TEST_F(StepIsolation, AWorkflowOnThreadsRunsInTheDaemonAndTheOthersInStepProcess
   Stop(*daemon);
 }
 
-// A daemon is ready with one idle step process per slot, so its first
-// steps do not each wait for a process to start and load the plugins; the
-// steps run in those processes.
-TEST_F(StepIsolation, EverySlotHasAStepProcessReadyBeforeTheDaemonIs) {
+// A started daemon gets one idle step process per slot, so its first steps
+// do not each wait for a process to start and load the plugins; the steps
+// run in those processes.
+TEST_F(StepIsolation, EverySlotGetsAnIdleStepProcessOnceTheDaemonStarts) {
   auto daemon = StartDaemonWith("process", "");
-  const std::set<int64_t> ready = ChildrenOf(daemon->pid());
-  EXPECT_EQ(ready.size(), 2u);  // Options(2): two slots
+  std::set<int64_t> ready;
+  // Options(2): two slots.
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        ready = ChildrenOf(daemon->pid());
+        return ready.size() == 2;
+      },
+      10s, 20ms))
+      << ready.size() << " step processes";
   const std::string first = StartRun("in_processes");
   const std::string second = StartRun("in_processes");
   ASSERT_TRUE(WaitForStatus(first, "completed")) << daemon->Log();
