@@ -1,7 +1,16 @@
 -- Claims up to $3 due runs of the worker's queues whose definition it has
 -- loaded (ready ones, and failed or cancelled ones whose compensations are
--- due). MATERIALIZED keeps the LIMIT honest (a plain IN (subquery) can
--- claim more than asked). The version bump fences any earlier holder.
+-- due). Each queue is read on its own, in the order of runs_due_idx
+-- (queue, priority DESC, run_at, id): with the queue fixed, the index order
+-- is the claim's order, so a claim reads about as many index entries as it
+-- claims however long the backlog is (queue = ANY(...) over all queues at
+-- once would read and sort every ready run). Each queue locks at most its
+-- quota, so a claim of k queues may lock up to k × $3 rows and claim the
+-- first $3 of them; the rest are let go when it commits. The definition
+-- check is a filter on the rows the index hands over, so it costs nothing
+-- while they are of served definitions. MATERIALIZED keeps each LIMIT
+-- honest (PostgreSQL bug #15715: a plain IN (subquery) can claim more than
+-- asked). The version bump fences any earlier holder.
 -- A queue with a row in queue_limits (migration 11) gets at most its room:
 -- max_running less its running runs, and no more runs than its bucket has
 -- tokens (each claimed run's first step spends one; step_tokens tells the
@@ -18,23 +27,19 @@ room AS MATERIALIZED (
                            floor({schema}.queue_tokens(rate_per_second, burst, tokens, refilled_at)),
                            $3))::integer AS room
   FROM limited),
+quota AS MATERIALIZED (
+  SELECT q.queue, coalesce(room.room, $3) AS room
+  FROM (SELECT DISTINCT unnest($1::text[]) AS queue) q LEFT JOIN room USING (queue)),
 due AS MATERIALIZED (
-  SELECT id, priority, run_at FROM {schema}.runs
-  WHERE status IN ('ready', 'compensating') AND queue = ANY($1::text[]) AND run_at <= now()
-    AND definition_hash = ANY($2::text[]) AND queue NOT IN (SELECT queue FROM room)
-  ORDER BY priority DESC, run_at, id
-  LIMIT $3
-  FOR UPDATE SKIP LOCKED),
-due_limited AS MATERIALIZED (
-  SELECT d.* FROM room CROSS JOIN LATERAL (
+  SELECT d.* FROM quota CROSS JOIN LATERAL (
     SELECT id, priority, run_at FROM {schema}.runs
-    WHERE status IN ('ready', 'compensating') AND queue = room.queue AND run_at <= now()
+    WHERE status IN ('ready', 'compensating') AND queue = quota.queue AND run_at <= now()
       AND definition_hash = ANY($2::text[])
     ORDER BY priority DESC, run_at, id
-    LIMIT room.room
+    LIMIT quota.room
     FOR UPDATE SKIP LOCKED) d),
 chosen AS (
-  SELECT id FROM (SELECT * FROM due UNION ALL SELECT * FROM due_limited) c
+  SELECT id FROM due
   ORDER BY priority DESC, run_at, id
   LIMIT $3),
 claimed AS (

@@ -1178,6 +1178,91 @@ TEST_F(StoreStackLock, TheLockKeyIncludesTheSchema) {
   elsewhere.UnlockStack(run.id);
 }
 
+// ---------------------------------------------------------------- claim
+
+class StoreClaim : public StoreTest {
+ protected:
+  // A ready run of `queue` at `priority`, due `due_in_seconds` from now (by
+  // database time), of definition `hash`; returns its id.
+  std::string Ready(const std::string& queue, int priority, int due_in_seconds,
+                    const std::string& hash = "hash-1") {
+    return Sql(
+        "INSERT INTO {s}.runs (workflow, definition_version, definition_hash, cursor, "
+        "queue, priority, run_at) VALUES ('orders', 1, '" +
+        hash + "', 'reserve', '" + queue + "', " + std::to_string(priority) + ", now() + " +
+        std::to_string(due_in_seconds) +
+        " * interval '1 second') "
+        "RETURNING id");
+  }
+
+  std::vector<std::string> Claim(store::Connection& connection,
+                                 const std::vector<std::string>& queues, int limit) {
+    auto claims = connection.Transact([&](store::Tx& tx) {
+      return store::ClaimRuns(tx, queues, {"hash-1"}, limit, "worker-1", 30s);
+    });
+    std::vector<std::string> ids;
+    for (const auto& claim : claims) ids.push_back(claim.run.id);
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+  std::vector<std::string> Claim(const std::vector<std::string>& queues, int limit) {
+    return Claim(conn(), queues, limit);
+  }
+  static std::vector<std::string> Sorted(std::vector<std::string> ids) {
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+};
+
+// Across the worker's queues the claim takes the most urgent due runs: by
+// priority, then due time, whichever queue they are in, and no more than asked
+// even when each queue alone has that many.
+TEST_F(StoreClaim, TakesTheMostUrgentDueRunsAcrossQueues) {
+  const std::string mail_high = Ready("mail", 5, -10);
+  const std::string bulk_high = Ready("bulk", 5, -5);
+  const std::string mail_low_older = Ready("mail", 0, -60);
+  Ready("mail", 0, -30);
+  Ready("bulk", 0, -20);
+  Ready("mail", 9, 3600);  // the most urgent, but not due yet
+  Ready("other", 9, -60);  // a queue the worker does not serve
+  EXPECT_EQ(Claim({"mail", "bulk", "mail"}, 3), Sorted({mail_high, bulk_high, mail_low_older}));
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE status = 'running'"), 3);
+  EXPECT_EQ(Claim({"mail", "bulk"}, 10).size(), 2u);
+  EXPECT_TRUE(Claim({"mail", "bulk"}, 10).empty());
+}
+
+// Runs of a definition the worker has not loaded are passed over, even when
+// they come first in the queue's order.
+TEST_F(StoreClaim, PassesOverRunsOfDefinitionsItDoesNotServe) {
+  Ready("default", 9, -60, "hash-other");
+  Ready("default", 9, -50, "hash-other");
+  const std::string served = Ready("default", 0, -1);
+  EXPECT_EQ(Claim({"default"}, 1), std::vector<std::string>{served});
+}
+
+// A run another claim holds locked is skipped, not waited for, and claimed
+// once that claim let it go without taking it.
+TEST_F(StoreClaim, SkipsRunsAnotherClaimHoldsLocked) {
+  const std::string first = Ready("default", 0, -60);
+  const std::string second = Ready("default", 0, -30);
+  auto other = Open();
+  std::promise<void> locked;
+  std::promise<void> release;
+  std::thread holder([&] {
+    other->Transact([&](store::Tx& tx) {
+      store::ClaimRuns(tx, {"default"}, {"hash-1"}, 1, "worker-2", 30s);
+      locked.set_value();
+      release.get_future().wait();
+      tx.RollBackOnReturn();
+    });
+  });
+  locked.get_future().wait();
+  EXPECT_EQ(Claim({"default"}, 2), std::vector<std::string>{second});
+  release.set_value();
+  holder.join();
+  EXPECT_EQ(Claim({"default"}, 2), std::vector<std::string>{first});
+}
+
 // ---------------------------------------------------------------- next due
 
 class StoreNextDue : public StoreTest {
