@@ -4,6 +4,8 @@
 -- workers down: it fails with code 'crashed' (unwinding first when it owes
 -- compensations; a compensation that keeps crashing ends the run in
 -- compensation_failed), and its counter starts afresh for a retry.
+-- Expiries are in no index (a renewal then would not be a HOT update): the
+-- scan reads runs_running_idx, the running runs alone.
 WITH expired AS MATERIALIZED (
   SELECT id FROM {schema}.runs
   WHERE status = 'running' AND lease_expires_at < now()
