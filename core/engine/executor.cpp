@@ -111,9 +111,9 @@ bool Executor::Release(const Run& run, std::chrono::milliseconds delay) {
   });
 }
 
-bool Executor::LockStack(const std::string& run_id) {
+store::StackLockedRun Executor::LockStackAndLoad(const std::string& run_id) {
   try {
-    return connection_->TryLockStack(run_id);
+    return store::LockStackAndLoadRun(*connection_, run_id);
   } catch (const Error& e) {
     if (!e.transient()) throw;
     // The slot's session died while it was idle (a terminated backend, a
@@ -123,14 +123,15 @@ bool Executor::LockStack(const std::string& run_id) {
     spdlog::info("run {}: the slot's connection was lost while idle ({}); reconnecting", run_id,
                  e.what());
     connection_ = std::make_unique<store::Connection>(connection_options_);
-    return connection_->TryLockStack(run_id);
+    return store::LockStackAndLoadRun(*connection_, run_id);
   }
 }
 
 ExecutionEnd Executor::Execute(const store::ClaimedRun& claim, const std::atomic<bool>& stopping) {
   const Run& claimed = claim.run;
   try {
-    if (!LockStack(claimed.id)) {
+    store::StackLockedRun fresh = LockStackAndLoad(claimed.id);
+    if (!fresh.locked) {
       // A zombie still executes this run on another session; let it finish
       // or die, then try again.
       spdlog::info("run {}: stack lock held by another session, handing the run back", claimed.id);
@@ -152,20 +153,19 @@ ExecutionEnd Executor::Execute(const store::ClaimedRun& claim, const std::atomic
 
     // The claim's snapshot may be stale: the run may have moved on between
     // the claim and the lock.
-    auto fresh = connection_->Autocommit(
-        [&](store::Tx& tx) { return store::LoadRunForExecution(tx, claimed.id); });
-    if (!fresh || fresh->run.status != RunStatus::kRunning ||
-        fresh->run.lease_owner != options_.worker_id || fresh->run.version != claimed.version) {
+    if (!fresh.run || fresh.run->run.status != RunStatus::kRunning ||
+        fresh.run->run.lease_owner != options_.worker_id ||
+        fresh.run->run.version != claimed.version) {
       spdlog::info("run {}: changed after the claim, leaving it", claimed.id);
       return ExecutionEnd::kLost;
     }
-    leases_.Hold(fresh->run.id, fresh->run.version);
+    leases_.Hold(fresh.run->run.id, fresh.run->run.version);
     struct Drop {
       LeaseBook& leases;
       const std::string& run_id;
       ~Drop() { leases.Drop(run_id); }
     } drop{leases_, claimed.id};
-    return ExecuteLocked(fresh->run, std::move(fresh->resume), fresh->past_deadline,
+    return ExecuteLocked(fresh.run->run, std::move(fresh.run->resume), fresh.run->past_deadline,
                          claim.step_tokens, stopping);
   } catch (const std::exception& e) {
     spdlog::error("run {}: {}", claimed.id, e.what());

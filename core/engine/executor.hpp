@@ -93,9 +93,10 @@ class Executor {
   // Applies a committed plan to the slot's copy of the run.
   StepResult Adopt(Run& run, const StepPlan& plan, CommittedPlan committed);
   bool Release(const Run& run, std::chrono::milliseconds delay);
-  // The run's stack lock on the slot's session, reconnecting once when the
-  // session turns out to have died while the slot was idle.
-  bool LockStack(const std::string& run_id);
+  // The run's stack lock on the slot's session and the run as committed now,
+  // in one round trip; reconnects once when the session turns out to have
+  // died while the slot was idle.
+  store::StackLockedRun LockStackAndLoad(const std::string& run_id);
 
   store::ConnectionOptions connection_options_;
   std::unique_ptr<store::Connection> connection_;

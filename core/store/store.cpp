@@ -246,6 +246,30 @@ bool Connection::HoldsStack(const std::string& run_id) const {
   return impl_->stack_holds.count(run_id) > 0;
 }
 
+StackLockedRun LockStackAndLoadRun(Connection& connection, const std::string& run_id) {
+  auto& holds = connection.impl().stack_holds;
+  const bool held = holds.count(run_id) > 0;
+  return connection.Autocommit([&](Tx& tx) {
+    const pqxx::row row =
+        Internal(tx).Exec("lock_stack_and_load_run", connection.schema(), run_id, held)[0];
+    StackLockedRun out;
+    out.locked = row["locked"].as<bool>();
+    if (!out.locked) return out;
+    ++holds[run_id];  // before decoding: the session holds the lock now
+    if (row["id"].is_null()) return out;
+    out.run = RunForExecution{DecodeRun(row), std::nullopt, row["past_deadline"].as<bool>()};
+    if (!row["resume_key"].is_null()) {
+      Resume resume;
+      resume.correlation_key = row["resume_key"].c_str();
+      resume.event = row["resume_event"].c_str();
+      resume.payload = JsonField(row["resume_payload"]);
+      resume.claimant = OptionalText(row["resume_claimant"]).value_or("");
+      out.run->resume = std::move(resume);
+    }
+    return out;
+  });
+}
+
 StackLock::StackLock(Connection& connection, std::string run_id)
     : connection_(connection), run_id_(std::move(run_id)) {
   if (!connection_.TryLockStack(run_id_)) throw LockUnavailableError(run_id_);

@@ -239,7 +239,15 @@ struct RunForExecution {
   std::optional<Resume> resume;
   bool past_deadline = false;  // its deadline has passed, by database time
 };
-std::optional<RunForExecution> LoadRunForExecution(Tx& tx, const std::string& run_id);
+// What a slot finds when it takes a run's stack lock and reads the run in
+// one round trip (lock_stack_and_load_run): whether it got the lock
+// (re-entrant, as Connection::TryLockStack; each success needs one
+// UnlockStack) and, if it did, the run as committed now (nullopt: no such run).
+struct StackLockedRun {
+  bool locked = false;
+  std::optional<RunForExecution> run;
+};
+StackLockedRun LockStackAndLoadRun(Connection& connection, const std::string& run_id);
 
 // Idempotency store: keys scoped by namespace, one owner at a time, times
 // from the database (the SQL functions of migration 9, which applications

@@ -71,20 +71,4 @@ RetryResult RetryRun(Tx& tx, const std::string& run_id) {
   return result;
 }
 
-std::optional<RunForExecution> LoadRunForExecution(Tx& tx, const std::string& run_id) {
-  pqxx::result rows = Internal(tx).Exec("load_run_for_execution", run_id);
-  if (rows.empty()) return std::nullopt;
-  const pqxx::row& row = rows[0];
-  RunForExecution loaded{DecodeRun(row), std::nullopt, row["past_deadline"].as<bool>()};
-  if (!row["resume_key"].is_null()) {
-    Resume resume;
-    resume.correlation_key = row["resume_key"].c_str();
-    resume.event = row["resume_event"].c_str();
-    resume.payload = JsonField(row["resume_payload"]);
-    resume.claimant = OptionalText(row["resume_claimant"]).value_or("");
-    loaded.resume = std::move(resume);
-  }
-  return loaded;
-}
-
 }  // namespace cairn::store

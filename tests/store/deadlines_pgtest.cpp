@@ -242,12 +242,14 @@ TEST_F(StoreDeadlines, ACompletionAfterTheDeadlineFailsAndAFailureKeepsItsOwnCod
   EXPECT_EQ(Save(Next(early.id, RunStatus::kCompleted)).status, RunStatus::kCompleted);
 }
 
-TEST_F(StoreDeadlines, LoadRunForExecutionSaysWhetherTheDeadlinePassed) {
+TEST_F(StoreDeadlines, LockStackAndLoadRunSaysWhetherTheDeadlinePassed) {
   const cairn::Run past = CreateRunWithDeadline(kPast);
   const cairn::Run future = CreateRunWithDeadline(kFuture);
   const cairn::Run none = CreateRun("wf");
   auto load = [&](const std::string& id) {
-    return conn().Transact([&](store::Tx& tx) { return store::LoadRunForExecution(tx, id); });
+    store::StackLockedRun locked = store::LockStackAndLoadRun(conn(), id);
+    conn().UnlockStack(id);
+    return locked.run;
   };
   EXPECT_TRUE(load(past.id)->past_deadline);
   EXPECT_FALSE(load(future.id)->past_deadline);

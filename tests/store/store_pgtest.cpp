@@ -1112,6 +1112,40 @@ TEST_F(StoreStackLock, ReentrantForItsHolder) {
   other->UnlockStack(run.id);
 }
 
+// The slot's one statement takes the same lock TryLockStack takes, reads the
+// run only when it got it, and counts as one more hold for its holder.
+TEST_F(StoreStackLock, LockStackAndLoadRunTakesTheSameLockAndReadsTheRun) {
+  cairn::Run run = CreateRun();
+  auto other = Open();
+  store::StackLockedRun mine = store::LockStackAndLoadRun(conn(), run.id);
+  EXPECT_TRUE(mine.locked);
+  ASSERT_TRUE(mine.run.has_value());
+  EXPECT_EQ(mine.run->run.version, run.version);
+  EXPECT_FALSE(mine.run->resume.has_value());
+  EXPECT_FALSE(other->TryLockStack(run.id));
+  const store::StackLockedRun theirs = store::LockStackAndLoadRun(*other, run.id);
+  EXPECT_FALSE(theirs.locked);
+  EXPECT_FALSE(theirs.run.has_value());
+  EXPECT_FALSE(other->HoldsStack(run.id));
+
+  // Re-entrant: the session's lock is taken once, released by the last unlock.
+  EXPECT_TRUE(store::LockStackAndLoadRun(conn(), run.id).locked);
+  EXPECT_EQ(AdvisoryLocksOf(conn().BackendPid()), 1);
+  conn().UnlockStack(run.id);
+  EXPECT_FALSE(other->TryLockStack(run.id)) << "one unlock of two released the lock";
+  conn().UnlockStack(run.id);
+  EXPECT_EQ(AdvisoryLocksOf(conn().BackendPid()), 0);
+  EXPECT_TRUE(other->TryLockStack(run.id));
+  other->UnlockStack(run.id);
+
+  // A run that is gone: locked, nothing to execute.
+  const store::StackLockedRun gone = store::LockStackAndLoadRun(conn(), kUnknownRun);
+  EXPECT_TRUE(gone.locked);
+  EXPECT_FALSE(gone.run.has_value());
+  conn().UnlockStack(kUnknownRun);
+  EXPECT_EQ(AdvisoryLocksOf(conn().BackendPid()), 0);
+}
+
 TEST_F(StoreStackLock, ReleasedOnEveryPathOutOfTheScope) {
   cairn::Run run = CreateRun();
   auto other = Open();
