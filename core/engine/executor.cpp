@@ -1,4 +1,4 @@
-// See executor.hpp. A step's code runs through InvokeWithTimeout
+// See executor.hpp. A step's code runs through the slot's StepRunner
 // (step_invocation.hpp); what its commit writes comes from step_plan.
 #include "executor.hpp"
 
@@ -355,7 +355,7 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
       failure =
           FailureOutcome("unknown_step", "plugin step \"" + step.run + "\" is not loaded", false);
     } else if (!step.transactional) {
-      auto outcome = InvokeWithTimeout(plugin_step, call, nullptr, idempotency, step.timeout);
+      auto outcome = step_runner_.Invoke(plugin_step, call, nullptr, idempotency, step.timeout);
       if (!outcome) outcome = TimeoutOutcome(step);
       if (outcome->kind == OutcomeKind::kFail) {
         failure = *outcome;
@@ -370,7 +370,7 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
           connection_->Transact([&](store::Tx& tx) -> std::variant<CommittedPlan, StepOutcome> {
             store::SetStatementTimeout(tx, step.timeout);
             auto sql = std::make_shared<TransactionStepSql>(tx);
-            auto outcome = InvokeWithTimeout(plugin_step, call, sql, idempotency, step.timeout);
+            auto outcome = step_runner_.Invoke(plugin_step, call, sql, idempotency, step.timeout);
             auto sql_failure = sql->Close();
             std::optional<StepOutcome> rolled_back;
             if (!outcome) {

@@ -20,6 +20,7 @@
 #include "lease_book.hpp"
 #include "model.hpp"
 #include "step.hpp"
+#include "step_invocation.hpp"
 #include "step_plan.hpp"
 #include "store.hpp"
 
@@ -104,6 +105,7 @@ class Executor {
   const StepCatalog& steps_;
   ExecutorOptions options_;
   LeaseBook& leases_;
+  StepRunner step_runner_;  // the slot's step thread
 };
 
 }  // namespace cairn

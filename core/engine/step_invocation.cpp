@@ -46,12 +46,46 @@ struct Invocation {
   StepOutcome outcome;
 };
 
+void CallStep(Invocation& invocation) {
+  StepOutcome outcome;
+  try {
+    outcome = invocation.step->Invoke(invocation.call);
+  } catch (const std::exception& e) {
+    outcome = FailureOutcome("exception", e.what(), true);
+  } catch (...) {
+    outcome = FailureOutcome("exception", "the step threw a non-standard exception", true);
+  }
+  std::lock_guard lock(invocation.mutex);
+  invocation.outcome = std::move(outcome);
+  invocation.done = true;
+  invocation.finished.notify_all();
+}
+
 }  // namespace
 
-std::optional<StepOutcome> InvokeWithTimeout(std::shared_ptr<Step> step, const StepCall& call,
-                                             std::shared_ptr<TransactionStepSql> sql,
-                                             std::shared_ptr<StepIdempotency> idempotency,
-                                             std::chrono::milliseconds timeout) {
+struct StepRunner::StepThread {
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::shared_ptr<Invocation> next;  // handed over by Invoke, taken by the thread
+  bool stop = false;
+};
+
+StepRunner::~StepRunner() { LetGo(); }
+
+void StepRunner::LetGo() {
+  if (!thread_) return;
+  {
+    std::lock_guard lock(thread_->mutex);
+    thread_->stop = true;
+  }
+  thread_->wake.notify_all();
+  thread_.reset();
+}
+
+std::optional<StepOutcome> StepRunner::Invoke(std::shared_ptr<Step> step, const StepCall& call,
+                                              std::shared_ptr<TransactionStepSql> sql,
+                                              std::shared_ptr<StepIdempotency> idempotency,
+                                              std::chrono::milliseconds timeout) {
   if (step->EnforcesTimeout()) {
     StepCall direct = call;
     direct.sql = sql.get();
@@ -74,22 +108,31 @@ std::optional<StepOutcome> InvokeWithTimeout(std::shared_ptr<Step> step, const S
   invocation->call.context = &invocation->context;
   invocation->call.sql = invocation->sql.get();
   invocation->call.idempotency = invocation->idempotency.get();
-  std::thread([invocation] {
-    StepOutcome outcome;
-    try {
-      outcome = invocation->step->Invoke(invocation->call);
-    } catch (const std::exception& e) {
-      outcome = FailureOutcome("exception", e.what(), true);
-    } catch (...) {
-      outcome = FailureOutcome("exception", "the step threw a non-standard exception", true);
-    }
-    std::lock_guard lock(invocation->mutex);
-    invocation->outcome = std::move(outcome);
-    invocation->done = true;
-    invocation->finished.notify_all();
-  }).detach();
+  if (!thread_) {
+    thread_ = std::make_shared<StepThread>();
+    // Detached: the thread holds its state, and ends when told to stop and
+    // done with its step, whether or not this runner still exists.
+    std::thread([thread = thread_] {
+      std::unique_lock lock(thread->mutex);
+      while (true) {
+        thread->wake.wait(lock, [&] { return thread->stop || thread->next; });
+        if (!thread->next) return;
+        std::shared_ptr<Invocation> current = std::move(thread->next);
+        lock.unlock();
+        CallStep(*current);
+        current.reset();  // the step's objects go before the thread waits again
+        lock.lock();
+      }
+    }).detach();
+  }
+  {
+    std::lock_guard lock(thread_->mutex);
+    thread_->next = invocation;
+  }
+  thread_->wake.notify_all();
   std::unique_lock lock(invocation->mutex);
   if (!invocation->finished.wait_for(lock, timeout, [&] { return invocation->done; })) {
+    LetGo();  // busy with the overrunning step until it ends
     return std::nullopt;
   }
   return invocation->outcome;
