@@ -150,7 +150,7 @@ class Bench {
     bench::UnitCost cost;
   };
   struct Starts {
-    std::string mode;  // "single" | "bulk"
+    std::string mode;  // "single" | "bulk" (start_run per row) | "bulk_set" (start_runs)
     int sessions = 1;
     int64_t starts = 0;
     double seconds = 0;
@@ -222,7 +222,7 @@ class Bench {
   Throughput MeasureThroughput(int workers, int slots);
   const Pgbench& PgbenchAt(int clients);
   Starts MeasureSingleStarts(int sessions);
-  Starts MeasureBulkStarts();
+  Starts MeasureBulkStarts(store::bench::BulkStartApi api);
 
   // bench_latency.cpp
   Resume MeasureResume(bool wake_hints);

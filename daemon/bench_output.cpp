@@ -60,9 +60,10 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
   for (const auto& s : starts_) {
     const double rate = static_cast<double>(s.starts) / s.seconds;
     const auto& ceiling = pgbench_runs_.at(s.sessions);
-    rows.push_back({s.mode == "single"
-                        ? "starts, one per transaction (start_run)"
-                        : "starts, " + std::to_string(kBulkStarts) + " per statement (start_run)",
+    const std::string per_statement = "starts, " + std::to_string(kBulkStarts) + " per statement";
+    rows.push_back({s.mode == "single"     ? "starts, one per transaction (start_run)"
+                    : s.mode == "bulk_set" ? per_statement + " (start_runs)"
+                                           : per_statement + " (start_run)",
                     sessions(s.sessions), bench::FormatRate(rate) + " starts/s",
                     bench::FormatRate(ceiling.tps) + " steps/s",
                     bench::FormatRatio(rate / ceiling.tps), bench::FormatCost(s.cost), ""});

@@ -197,8 +197,10 @@ Bench::Starts Bench::MeasureSingleStarts(int sessions) {
   return result;
 }
 
-Bench::Starts Bench::MeasureBulkStarts() {
-  progress_.Begin("starts, " + std::to_string(kBulkStarts) + " per statement");
+Bench::Starts Bench::MeasureBulkStarts(store::bench::BulkStartApi api) {
+  const bool set_based = api == store::bench::BulkStartApi::kStartRuns;
+  progress_.Begin("starts, " + std::to_string(kBulkStarts) + " per statement (" +
+                  (set_based ? "start_runs" : "start_run") + ")");
   const Json tag = {{"cairn_bench", "starts"}};
   const auto before = admin_->Snapshot();
   const auto started = Clock::now();
@@ -206,12 +208,13 @@ Bench::Starts Bench::MeasureBulkStarts() {
   for (int b = 0; b < settings_.bulk_batches; ++b) {
     CheckInterrupted();
     count += admin_->connection().Transact([&](store::Tx& tx) {
-      return store::bench::StartRunsInBulk(tx, kThroughputWorkflow, tag, kStartsQueue, kBulkStarts);
+      return store::bench::StartRunsInBulk(tx, api, kThroughputWorkflow, tag, kStartsQueue,
+                                           kBulkStarts);
     });
   }
   const double seconds = Seconds(Clock::now() - started);
   const auto after = admin_->Snapshot();
-  Starts result{"bulk", 1, count, seconds, Cost(before, after, count)};
+  Starts result{set_based ? "bulk_set" : "bulk", 1, count, seconds, Cost(before, after, count)};
   progress_.End(bench::FormatRate(static_cast<double>(count) / seconds) + " starts/s");
   return result;
 }

@@ -258,7 +258,8 @@ int Bench::Run(bool json) {
     starts_.push_back(MeasureSingleStarts(sessions));
     PgbenchAt(sessions);
   }
-  starts_.push_back(MeasureBulkStarts());
+  starts_.push_back(MeasureBulkStarts(store::bench::BulkStartApi::kStartRun));
+  starts_.push_back(MeasureBulkStarts(store::bench::BulkStartApi::kStartRuns));
   resumes_.push_back(MeasureResume(true));
   resumes_.push_back(MeasureResume(false));
   daemon_ = MeasureDaemon();

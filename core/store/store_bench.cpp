@@ -50,11 +50,10 @@ int64_t ClientSessions(Tx& tx) {
   return Internal(tx).Exec("bench_client_sessions")[0][0].as<int64_t>();
 }
 
-int64_t StartRunsInBulk(Tx& tx, const std::string& workflow, const Json& input,
+int64_t StartRunsInBulk(Tx& tx, BulkStartApi api, const std::string& workflow, const Json& input,
                         const std::string& queue, int count) {
-  return Internal(tx)
-      .Exec("bench_start_runs", workflow, input.dump(), queue, count)[0][0]
-      .as<int64_t>();
+  const char* query = api == BulkStartApi::kStartRuns ? "bench_start_runs_set" : "bench_start_runs";
+  return Internal(tx).Exec(query, workflow, input.dump(), queue, count)[0][0].as<int64_t>();
 }
 
 int64_t FillRuns(Tx& tx, const RunFill& fill) {

@@ -56,9 +56,14 @@ bool SchemaExists(Tx& tx, const std::string& schema);
 // Client sessions of the database other than the caller's.
 int64_t ClientSessions(Tx& tx);
 
-// `count` runs of `workflow` through start_run in this one transaction, with
-// `input` (which tags them to their phase) in `queue`. Returns how many.
-int64_t StartRunsInBulk(Tx& tx, const std::string& workflow, const Json& input,
+// The SQL API a bulk start goes through: start_run once per run
+// (bench_start_runs), or start_runs once for them all (bench_start_runs_set).
+enum class BulkStartApi { kStartRun, kStartRuns };
+
+// `count` runs of `workflow` through `api` in one statement of this
+// transaction, with `input` (which tags them to their phase) in `queue`.
+// Returns how many.
+int64_t StartRunsInBulk(Tx& tx, BulkStartApi api, const std::string& workflow, const Json& input,
                         const std::string& queue, int count);
 
 // Rows inserted straight into runs with generate_series (see

@@ -249,9 +249,9 @@ TEST_F(RolesTest, TheApplicationCannotForgeAnEventOrCompleteARun) {
 TEST_F(RolesTest, ApiFunctionsRunAsTheOwnerWithAPinnedSearchPath) {
   const std::string pinned =
       Sql("SELECT 'search_path=pg_catalog, ' || quote_ident('" + schema() + "') || ', pg_temp'");
-  for (const char* name : {"start_run", "start_run_outcome", "signal", "cancel_run", "retry_run",
-                           "delete_finished_runs", "idempotency_claim", "idempotency_complete",
-                           "idempotency_fail", "idempotency_get"}) {
+  for (const char* name : {"start_run", "start_run_outcome", "start_runs", "signal", "cancel_run",
+                           "retry_run", "delete_finished_runs", "idempotency_claim",
+                           "idempotency_complete", "idempotency_fail", "idempotency_get"}) {
     EXPECT_EQ(
         Sql(std::string("SELECT string_agg(p.prosecdef::text || ' ' || "
                         "pg_get_userbyid(p.proowner) || ' ' || array_to_string(p.proconfig, "
@@ -280,7 +280,7 @@ TEST_F(RolesTest, NoFunctionOfTheSchemaIsCallableByPublic) {
                 "AND has_function_privilege('" +
                 app_ + "', p.oid, 'EXECUTE')"),
             "cancel_run, idempotency_claim, idempotency_complete, idempotency_fail, "
-            "idempotency_get, retry_run, signal, start_run, start_run_outcome");
+            "idempotency_get, retry_run, signal, start_run, start_run_outcome, start_runs");
 }
 
 TEST_F(RolesTest, EveryObjectBelongsToTheOwnerRole) {
