@@ -1,6 +1,8 @@
 // StepRunner without a database: a slot's steps run one after another on one
 // thread it keeps, an overrunning step is abandoned with its thread, and the
 // next step still runs.
+#include "step_invocation.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -8,8 +10,6 @@
 #include <future>
 #include <string>
 #include <thread>
-
-#include "step_invocation.hpp"
 
 namespace cairn {
 namespace {

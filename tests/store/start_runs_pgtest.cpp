@@ -29,7 +29,8 @@ class StartRuns : public StoreTest {
   // cannot see the runs it inserted, the next one can.
   void Start(const std::string& args) {
     Sql("DROP TABLE IF EXISTS {s}.started; CREATE TABLE {s}.started AS SELECT * FROM "
-        "{s}.start_runs(" + args + ") WITH ORDINALITY AS s(run_id, created, n)");
+        "{s}.start_runs(" +
+        args + ") WITH ORDINALITY AS s(run_id, created, n)");
   }
 
   // The error start_runs(args) raises; fails the test when it raises none.
@@ -56,8 +57,9 @@ TEST_F(StartRuns, StartsOneRunPerInputInTheirOrderAsStartRunWould) {
       "deadline_at - run_at";
   EXPECT_EQ(SqlInt("SELECT count(DISTINCT (" + columns + ")) FROM {s}.runs"), 1);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs"), 4);
-  EXPECT_EQ(RunColumn(single, "queue || ' ' || priority || ' ' || cursor || ' ' || "
-                              "(deadline_at - run_at)"),
+  EXPECT_EQ(RunColumn(single,
+                      "queue || ' ' || priority || ' ' || cursor || ' ' || "
+                      "(deadline_at - run_at)"),
             "mail 4 s1 00:01:00");
   EXPECT_EQ(Sql("SELECT count(*) FROM {s}.start_runs('wf', '[]')"), "0");
 }
@@ -88,7 +90,8 @@ TEST_F(StartRuns, AnUnfinishedKeyStartsANewRunOnceItsHolderFinished) {
 }
 
 TEST_F(StartRuns, OneRefusedInputRefusesTheWholeCall) {
-  EXPECT_THAT(Refusal("'wf', '[{}, 3]'"), HasSubstr("run input 2 must be a JSON object, got number"));
+  EXPECT_THAT(Refusal("'wf', '[{}, 3]'"),
+              HasSubstr("run input 2 must be a JSON object, got number"));
   EXPECT_THAT(Refusal("'wf', '{}'"), HasSubstr("inputs must be a JSON array, got object"));
   EXPECT_THAT(Refusal("'wf', '[{}, {}]', ARRAY['a']"), HasSubstr("1 run keys for 2 inputs"));
   EXPECT_THAT(Refusal("'wf', '[{}, {}]', ARRAY['a', '']"), HasSubstr("the run key is empty"));
