@@ -123,7 +123,7 @@ TEST_F(BenchCommand, QuickRunReportsEveryFigureAndDropsItsSchema) {
     EXPECT_GT(s["ratio_to_pgbench"].get<double>(), 0);
     ExpectCost(s["per_start"], "starts " + s["mode"].get<std::string>());
   }
-  EXPECT_EQ(start_modes, (std::set<std::string>{"single", "bulk"}));
+  EXPECT_EQ(start_modes, (std::set<std::string>{"single", "bulk", "bulk_set"}));
 
   std::set<bool> hints;
   for (const auto& r : report["signal_to_resume"]) {
