@@ -1,4 +1,4 @@
--- Schema 13: a cheaper hot path. A step that carries its run forward and a
+-- Schema 16: a cheaper hot path. A step that carries its run forward and a
 -- lease renewal change no indexed column, so PostgreSQL can write them as
 -- HOT updates (a new row version on the same page, no index entry at all).
 -- Run ids are time-ordered, so new runs fill the primary key at its right
