@@ -57,6 +57,11 @@ std::string Link(const std::string& href, std::string_view text, std::string_vie
   return out + ">" + Text(text) + "</a>";
 }
 
+// A run's label where its whole id does not fit: the id's end. Run ids are
+// time-ordered (migration 16), so runs started in the same minute share
+// their first eight characters; the last ones are random.
+std::string ShortId(const std::string& id) { return id.size() > 8 ? id.substr(id.size() - 8) : id; }
+
 std::string RunLink(const std::string& id, std::string_view text = "") {
   return Link("/runs/" + UrlEncode(id), text.empty() ? std::string_view(id) : text, "mono");
 }
@@ -373,7 +378,7 @@ std::string RenderRunsPage(const Json& data, const PageContext& context) {
           Link("/runs", "Clear") + "</form>";
   std::vector<std::vector<std::string>> rows;
   for (const auto& run : data["runs"]) {
-    rows.push_back({RunLink(Str(run["id"]), Str(run["id"]).substr(0, 8)),
+    rows.push_back({RunLink(Str(run["id"]), ShortId(Str(run["id"]))),
                     Text(Str(run["workflow"])) + " <span class=\"muted\">v" +
                         Str(run["definition_version"]) + "</span>",
                     StatusBadge(Str(run["status"])), Text(Str(run["queue"])),
@@ -442,13 +447,12 @@ std::string RenderRunPage(const Json& data, const PageContext& context) {
   // Parent and children, as a tree linking to each run.
   body += R"(<div class="family"><h2>Family</h2><ul class="family-tree">)";
   std::string self = "<li><strong>" + StatusBadge(status) + " " + Text(Str(run["workflow"])) +
-                     " <span class=\"mono\">" + Text(id.substr(0, 8)) +
-                     "</span></strong> (this run)";
+                     " <span class=\"mono\">" + Text(ShortId(id)) + "</span></strong> (this run)";
   if (!data["children"].empty()) {
     self += "<ul>";
     for (const auto& child : data["children"]) {
       self += "<li>" + StatusBadge(Str(child["status"])) + " " + Text(Str(child["workflow"])) +
-              " " + RunLink(Str(child["id"]), Str(child["id"]).substr(0, 8)) + "</li>";
+              " " + RunLink(Str(child["id"]), ShortId(Str(child["id"]))) + "</li>";
     }
     self += "</ul>";
   }
@@ -456,8 +460,8 @@ std::string RenderRunPage(const Json& data, const PageContext& context) {
   if (data["parent"].is_object()) {
     const Json& parent = data["parent"];
     body += "<li>" + StatusBadge(Str(parent["status"])) + " " + Text(Str(parent["workflow"])) +
-            " " + RunLink(Str(parent["id"]), Str(parent["id"]).substr(0, 8)) + " (parent)<ul>" +
-            self + "</ul></li>";
+            " " + RunLink(Str(parent["id"]), ShortId(Str(parent["id"]))) + " (parent)<ul>" + self +
+            "</ul></li>";
   } else {
     body += self;
   }
@@ -588,7 +592,7 @@ std::string RenderRunPage(const Json& data, const PageContext& context) {
   }
   body += "</section><p class=\"muted\">" +
           Link("/api/v1/runs/" + UrlEncode(id), "This run as JSON") + "</p>";
-  return Layout(context, "Run " + id.substr(0, 8), "/runs", body);
+  return Layout(context, "Run " + ShortId(id), "/runs", body);
 }
 
 std::string RenderQueuesPage(const Json& data, const PageContext& context) {
@@ -614,7 +618,7 @@ std::string RenderQueuesPage(const Json& data, const PageContext& context) {
   std::vector<std::vector<std::string>> stranded;
   for (const auto& run : data["stranded"]) {
     stranded.push_back(
-        {RunLink(Str(run["id"]), Str(run["id"]).substr(0, 8)),
+        {RunLink(Str(run["id"]), ShortId(Str(run["id"]))),
          Text(Str(run["workflow"])) + " v" + Str(run["definition_version"]),
          StatusBadge(Str(run["status"])), Text(Str(run["queue"])),
          "<span class=\"mono\">" + Text(Str(run["definition_hash"]).substr(0, 12)) + "</span>",
@@ -632,7 +636,7 @@ std::string RenderWorkersPage(const Json& data, const PageContext& context) {
   for (const auto& w : data["workers"]) {
     std::string running;
     for (const auto& run : w["running"]) {
-      running += "<div>" + RunLink(Str(run["id"]), Str(run["id"]).substr(0, 8)) + " " +
+      running += "<div>" + RunLink(Str(run["id"]), ShortId(Str(run["id"]))) + " " +
                  Text(Str(run["workflow"])) + " <span class=\"muted\">" + Text(Str(run["step"])) +
                  "</span></div>";
     }
@@ -667,7 +671,7 @@ std::string RenderSchedulesPage(const Json& data, const PageContext& context) {
     body += "</ol></dd></dl><h3>Last runs</h3>";
     std::vector<std::vector<std::string>> rows;
     for (const auto& run : s["last_runs"]) {
-      rows.push_back({RunLink(Str(run["id"]), Str(run["id"]).substr(0, 8)),
+      rows.push_back({RunLink(Str(run["id"]), ShortId(Str(run["id"]))),
                       StatusBadge(Str(run["status"])),
                       "<span class=\"key\">" + Text(Str(run["key"])) + "</span>",
                       TimeTag(run["created_at"], context)});
