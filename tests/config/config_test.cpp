@@ -12,6 +12,8 @@
 #include <iterator>
 #include <map>
 
+#include "test_paths.hpp"
+
 namespace cairn {
 namespace {
 
@@ -100,11 +102,11 @@ TEST(ConfigLoader, UsesDefaultsWhenKeysAreAbsent) {
 }
 
 TEST(ConfigLoader, ReferenceFileDocumentsTheDefaults) {
-  const DaemonConfig c = LoadConfig(fs::path(CAIRN_SOURCE_DIR) / "config/cairn.yaml");
+  const DaemonConfig c = LoadConfig(fs::path(cairn::test::SourceDir()) / "config/cairn.yaml");
   ExpectDefaults(c);
-  EXPECT_EQ(c.source, std::string(CAIRN_SOURCE_DIR) + "/config/cairn.yaml");
+  EXPECT_EQ(c.source, cairn::test::SourceDir() + "/config/cairn.yaml");
   // Every key is in the reference: set there, or shown in a comment.
-  std::ifstream in(fs::path(CAIRN_SOURCE_DIR) / "config/cairn.yaml");
+  std::ifstream in(fs::path(cairn::test::SourceDir()) / "config/cairn.yaml");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (const Json& entry : ShowConfig(c)) {
     const std::string key = entry["key"];

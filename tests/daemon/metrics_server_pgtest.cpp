@@ -22,6 +22,7 @@
 #include "daemon_process.hpp"
 #include "http_get.hpp"
 #include "store_fixture.hpp"
+#include "test_paths.hpp"
 
 namespace cairn::test {
 namespace {
@@ -76,8 +77,8 @@ std::string Address(uint16_t port) { return "127.0.0.1:" + std::to_string(port);
 std::string PromtoolCheckMetrics(const std::string& text) {
   TempDir dir("cairn-scrape");
   const std::string file = dir.Write("metrics.txt", text);
-  CommandResult result = RunCommand(
-      "/bin/sh", {"-c", std::string(CAIRN_PROMTOOL) + " check metrics < " + file + " 2>&1"});
+  CommandResult result =
+      RunCommand("/bin/sh", {"-c", cairn::test::Promtool() + " check metrics < " + file + " 2>&1"});
   return result.exit_code == 0 ? "" : result.out + result.err;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "test_paths.hpp"
 #include "yaml_input.hpp"
 
 namespace cairn {
@@ -608,7 +609,8 @@ TEST(Duration, FormatsSoThatItParsesBack) {
 }
 
 TEST(DefinitionLoader, LoadsTheShippedExamples) {
-  const DefinitionSet set = LoadDefinitionSet({fs::path(CAIRN_SOURCE_DIR) / "config/workflows"});
+  const DefinitionSet set =
+      LoadDefinitionSet({fs::path(cairn::test::SourceDir()) / "config/workflows"});
   const WorkflowDefinition* order = set.Find("order", 2);
   ASSERT_NE(order, nullptr);
   std::vector<std::string> runs;
@@ -661,7 +663,7 @@ TEST(FinalizeDefinition, ValidatesDefinitionsBuiltInCode) {
 // The keys docs/authoring.md documents under a "### " heading: the first
 // cells of its table rows that are one key in backquotes ("| `queue` |").
 std::set<std::string> DocumentedKeys(const std::string& heading) {
-  std::ifstream in(std::string(CAIRN_SOURCE_DIR) + "/docs/authoring.md");
+  std::ifstream in(cairn::test::SourceDir() + "/docs/authoring.md");
   EXPECT_TRUE(in) << "docs/authoring.md is missing";
   std::set<std::string> keys;
   bool inside = false;

@@ -20,6 +20,7 @@
 #include "pg_session.hpp"
 #include "plugin_registry.hpp"
 #include "store_fixture.hpp"
+#include "test_paths.hpp"
 #include "worker.hpp"
 
 namespace cairn::test {
@@ -114,7 +115,7 @@ constexpr const char* kWorkflows = R"(workflows:
 const PluginRegistry& Plugins() {
   static const PluginRegistry* registry = [] {
     auto* plugins = new PluginRegistry;
-    plugins->LoadDirectory(CAIRN_PLUGIN_DIR);
+    plugins->LoadDirectory(cairn::test::BuiltPluginDir());
     return plugins;
   }();
   return *registry;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "metrics.hpp"
+#include "test_paths.hpp"
 
 namespace cairn {
 namespace {
@@ -20,7 +21,7 @@ namespace {
 using Json = nlohmann::json;
 
 Json LoadDashboard() {
-  std::ifstream in(std::string(CAIRN_SOURCE_DIR) + "/ops/grafana/cairn.json");
+  std::ifstream in(cairn::test::SourceDir() + "/ops/grafana/cairn.json");
   if (!in) throw std::runtime_error("cannot read ops/grafana/cairn.json");
   return Json::parse(in);
 }

@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_paths.hpp"
+
 namespace cairn {
 namespace {
 
@@ -27,7 +29,7 @@ bool Contains(const std::string& text, const std::string& part) {
 std::string PromtoolCheckMetrics(const std::string& text) {
   const std::string file = ::testing::TempDir() + "cairn-metrics.txt";
   std::ofstream(file, std::ios::trunc) << text;
-  const std::string command = std::string(CAIRN_PROMTOOL) + " check metrics < " + file + " 2>&1";
+  const std::string command = cairn::test::Promtool() + " check metrics < " + file + " 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return "cannot run " + command;
   std::string output;

@@ -1,21 +1,23 @@
 // The plugin catalog decides, for each (workflow, step), whether the step runs
 // in a step process or on a thread of the daemon: the workflow's setting
 // wins over the plugin's, which wins over the default. Real step processes of
-// the built cairn binary, real plugins of CAIRN_PLUGIN_DIR; no database.
+// the built cairn binary, the real built plugins; no database.
 #include "plugin_catalog.hpp"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "test_paths.hpp"
+
 namespace cairn {
 namespace {
 
 PluginCatalogOptions Options(Isolation isolation) {
   PluginCatalogOptions o;
-  o.paths = {CAIRN_PLUGIN_DIR};
+  o.paths = {cairn::test::BuiltPluginDir()};
   o.isolation = isolation;
-  o.processes.executable = CAIRN_BINARY;
+  o.processes.executable = cairn::test::CairnBinary();
   return o;
 }
 

@@ -1,6 +1,6 @@
 // PluginRegistry and the C ABI adapter, through the real loader and the real
-// plugins built into CAIRN_PLUGIN_DIR (noop, example, test_steps) and the
-// fixtures in CAIRN_PLUGIN_DIR/fixtures. No database: a transactional step
+// the built plugins (noop, example, test_steps) and the
+// fixtures in its fixtures/ folder. No database: a transactional step
 // gets RecordingSql, this test's own StepSql, which records statements. The
 // SDK is also driven directly against a fake (older) host table.
 #include "plugin_registry.hpp"
@@ -19,12 +19,14 @@
 #include <string>
 #include <vector>
 
+#include "test_paths.hpp"
+
 namespace cairn {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kPluginDir = CAIRN_PLUGIN_DIR;
+const std::string kPluginDir = cairn::test::BuiltPluginDir();
 const std::string kFixtureDir = kPluginDir + "/fixtures";
 
 std::string PluginFile(const std::string& name) { return kPluginDir + "/" + name + ".so"; }

@@ -23,6 +23,7 @@
 #include "migrate.hpp"
 #include "pg_harness.hpp"
 #include "store.hpp"
+#include "test_paths.hpp"
 
 extern char** environ;
 
@@ -43,7 +44,7 @@ class CairnProcess {
     output_path_ = std::filesystem::temp_directory_path() /
                    ("cairn-migrate-test-" + std::to_string(::getpid()) + "-" +
                     std::to_string(counter_++) + ".out");
-    std::vector<std::string> argv_storage = {CAIRN_BINARY};
+    std::vector<std::string> argv_storage = {cairn::test::CairnBinary()};
     argv_storage.insert(argv_storage.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : argv_storage) argv.push_back(a.data());
@@ -60,12 +61,12 @@ class CairnProcess {
     sigemptyset(&none);
     posix_spawnattr_setsigmask(&attributes, &none);
     posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
-    int error = posix_spawn(&pid_, CAIRN_BINARY, &actions, &attributes, argv.data(), environ);
+    int error =
+        posix_spawn(&pid_, argv_storage[0].c_str(), &actions, &attributes, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attributes);
     if (error != 0) {
-      throw std::runtime_error(std::string("cannot start ") + CAIRN_BINARY + ": " +
-                               std::strerror(error));
+      throw std::runtime_error("cannot start " + argv_storage[0] + ": " + std::strerror(error));
     }
   }
 

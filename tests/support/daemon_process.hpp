@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_paths.hpp"
+
 namespace cairn::test {
 
 // The build's paths, as cairn_add_test passes them to test binaries. Defined
@@ -73,11 +75,6 @@ struct DaemonOptions {
   std::vector<std::string> command;
 };
 
-#if defined(CAIRN_BINARY) && defined(CAIRN_PLUGIN_DIR) && defined(CAIRN_SOURCE_DIR)
-inline std::string CairnBinary() { return CAIRN_BINARY; }
-inline std::string BuiltPluginDir() { return CAIRN_PLUGIN_DIR; }
-inline std::string SourceDir() { return CAIRN_SOURCE_DIR; }
-
 // A daemon of the built binary and plugins, on the test's schema, serving the
 // test workflow file tests/workflows/<workflow_file>.
 inline DaemonOptions BuiltDaemonOptions(const std::string& url, const std::string& schema,
@@ -91,7 +88,6 @@ inline DaemonOptions BuiltDaemonOptions(const std::string& url, const std::strin
   o.concurrency = concurrency;
   return o;
 }
-#endif
 
 // The YAML text of a daemon config for these options.
 std::string DaemonConfigYaml(const DaemonOptions& options);
