@@ -49,6 +49,10 @@ inline double Seconds(Clock::duration d) { return std::chrono::duration<double>(
 struct Settings {
   std::vector<int> workers{1, 2};
   std::vector<int> concurrency{1, 8, 32};
+  // Batch mode rows: one process at each batch_concurrency, with each
+  // worker.batch_size here.
+  std::vector<int> batch_sizes{32};
+  std::vector<int> batch_concurrency{1, 2, 8};
   int runs = 2000;
   int claim_rows = 1000000;
   int claim_samples = 500;
@@ -136,6 +140,7 @@ class Bench {
   struct Throughput {
     int workers = 0;
     int slots = 0;
+    int batch_size = 1;  // worker.batch_size
     int64_t runs = 0;
     int64_t steps = 0;
     double seconds = 0;
@@ -203,10 +208,10 @@ class Bench {
   void Prepare();
 
   // bench_fleet.cpp
-  std::string DaemonConfigFile(int slots, bool listen);
-  std::unique_ptr<Daemon> Spawn(int slots, bool listen);
+  std::string DaemonConfigFile(int slots, bool listen, int batch_size = 1);
+  std::unique_ptr<Daemon> Spawn(int slots, bool listen, int batch_size = 1);
   static void WaitReady(Daemon& daemon, const std::string& what);
-  Fleet StartFleet(int workers, int slots, bool listen);
+  Fleet StartFleet(int workers, int slots, bool listen, int batch_size = 1);
   void StopFleet(Fleet& fleet);
   void WaitForSessions(int64_t before);
   // Polls the tagged runs until `done` says so, showing `state` as progress;
@@ -219,7 +224,7 @@ class Bench {
                                      const std::optional<std::string>& queue = std::nullopt);
 
   // bench_throughput.cpp
-  Throughput MeasureThroughput(int workers, int slots);
+  Throughput MeasureThroughput(int workers, int slots, int batch_size = 1);
   const Pgbench& PgbenchAt(int clients);
   Starts MeasureSingleStarts(int sessions);
   Starts MeasureBulkStarts(store::bench::BulkStartApi api);

@@ -19,9 +19,9 @@ std::string Ms(milliseconds duration) { return std::to_string(duration.count()) 
 
 }  // namespace
 
-std::string Bench::DaemonConfigFile(int slots, bool listen) {
-  const std::string name =
-      "daemon-" + std::to_string(slots) + (listen ? "-listen" : "-poll") + ".yaml";
+std::string Bench::DaemonConfigFile(int slots, bool listen, int batch_size) {
+  const std::string name = "daemon-" + std::to_string(slots) + "x" + std::to_string(batch_size) +
+                           (listen ? "-listen" : "-poll") + ".yaml";
   const fs::path path = fs::path(temp_->path()) / name;
   if (fs::exists(path)) return path.string();
   // The user's configuration, less what would make daemons of one machine
@@ -42,6 +42,7 @@ std::string Bench::DaemonConfigFile(int slots, bool listen) {
         {"poll_interval", Ms(config_.worker.poll_interval)},
         {"lease", Ms(config_.worker.lease)},
         {"claim_batch", config_.worker.claim_batch},
+        {"batch_size", batch_size},
         {"shutdown_grace", Ms(config_.worker.shutdown_grace)},
         {"listen", listen}}},
       {"plugins",
@@ -61,7 +62,7 @@ std::string Bench::DaemonConfigFile(int slots, bool listen) {
   return temp_->Write(name, yaml.dump(2) + "\n");
 }
 
-std::unique_ptr<Bench::Daemon> Bench::Spawn(int slots, bool listen) {
+std::unique_ptr<Bench::Daemon> Bench::Spawn(int slots, bool listen, int batch_size) {
   const int n = ++daemon_count_;
   const std::string id = "cairn-bench-" + std::to_string(::getpid()) + "-" + std::to_string(n);
   auto socket =
@@ -69,7 +70,8 @@ std::unique_ptr<Bench::Daemon> Bench::Spawn(int slots, bool listen) {
   std::vector<std::string> env{"NOTIFY_SOCKET=" + socket->path()};
   if (!config_.database.url.empty()) env.push_back("CAIRN_DATABASE_URL=" + config_.database.url);
   return std::make_unique<Daemon>(
-      std::vector<std::string>{executable_, "run", "--config", DaemonConfigFile(slots, listen),
+      std::vector<std::string>{executable_, "run", "--config",
+                               DaemonConfigFile(slots, listen, batch_size),
                                "--worker-id", id},
       bench::ChildEnvironment(env), temp_->path() + "/" + id + ".log", std::move(socket));
 }
@@ -85,9 +87,9 @@ void Bench::WaitReady(Daemon& daemon, const std::string& what) {
   }
 }
 
-Bench::Fleet Bench::StartFleet(int workers, int slots, bool listen) {
+Bench::Fleet Bench::StartFleet(int workers, int slots, bool listen, int batch_size) {
   Fleet fleet;
-  for (int i = 0; i < workers; ++i) fleet.push_back(Spawn(slots, listen));
+  for (int i = 0; i < workers; ++i) fleet.push_back(Spawn(slots, listen, batch_size));
   for (auto& daemon : fleet) WaitReady(*daemon, "a cairn run of the benchmark");
   return fleet;
 }

@@ -88,9 +88,10 @@ std::string FormatRatio(double ratio) {
   return Printf("%.2f", ratio);
 }
 
-std::string FormatFleet(int processes, int slots) {
+std::string FormatFleet(int processes, int slots, int batch_size) {
   return std::to_string(processes) + (processes == 1 ? " process × " : " processes × ") +
-         std::to_string(slots) + (slots == 1 ? " slot" : " slots");
+         std::to_string(slots) + (slots == 1 ? " slot" : " slots") +
+         (batch_size > 1 ? ", batches of " + std::to_string(batch_size) : "");
 }
 
 std::string FormatMillis(double ms) {

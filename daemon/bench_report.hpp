@@ -59,7 +59,8 @@ std::string FormatMillis(double ms);
 std::string FormatMiB(int64_t bytes);
 std::string FormatCost(const UnitCost& cost);  // "transactions · durable commits · WAL bytes"
 // The shape of a fleet: "1 process × 8 slots", "2 processes × 1 slot".
-std::string FormatFleet(int processes, int slots);
+// "1 process × 8 slots", and ", batches of 32" in batch mode.
+std::string FormatFleet(int processes, int slots, int batch_size = 1);
 
 // A markdown table with aligned columns: readable in a terminal, and pasted
 // as is into a document.

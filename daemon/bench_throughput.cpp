@@ -11,12 +11,12 @@
 
 namespace cairn::cli::benchmark {
 
-Bench::Throughput Bench::MeasureThroughput(int workers, int slots) {
+Bench::Throughput Bench::MeasureThroughput(int workers, int slots, int batch_size) {
   const std::string label =
-      kThroughputWorkflow + std::string(", ") + bench::FormatFleet(workers, slots);
+      kThroughputWorkflow + std::string(", ") + bench::FormatFleet(workers, slots, batch_size);
   progress_.Begin(label);
-  const Json tag = {
-      {"cairn_bench", "throughput " + std::to_string(workers) + "x" + std::to_string(slots)}};
+  const Json tag = {{"cairn_bench", "throughput " + std::to_string(workers) + "x" +
+                                        std::to_string(slots) + "x" + std::to_string(batch_size)}};
   const auto before_start = admin_->Snapshot();
   progress_.Update("starting " + std::to_string(settings_.runs) + " runs");
   StartRuns(kThroughputWorkflow, tag, settings_.runs);
@@ -24,7 +24,7 @@ Bench::Throughput Bench::MeasureThroughput(int workers, int slots) {
   const int64_t sessions =
       admin_->Read([](store::Tx& tx) { return store::bench::ClientSessions(tx); });
   const auto spawned = Clock::now();
-  Fleet fleet = StartFleet(workers, slots, true);
+  Fleet fleet = StartFleet(workers, slots, true, batch_size);
   const int64_t steps_per_run = static_cast<int64_t>(Workflow(kThroughputWorkflow).steps.size());
   WaitForRuns(
       tag, fleet,
@@ -60,6 +60,7 @@ Bench::Throughput Bench::MeasureThroughput(int workers, int slots) {
   Throughput result;
   result.workers = workers;
   result.slots = slots;
+  result.batch_size = batch_size;
   result.runs = settings_.runs;
   result.steps = window.steps;
   result.seconds = std::max(window.seconds, 1e-6);

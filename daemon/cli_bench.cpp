@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "bench.hpp"
+#include "config_keys.hpp"
 #include "migrate.hpp"
 
 namespace cairn::cli {
@@ -68,6 +69,8 @@ Settings ReadSettings(const po::variables_map& vm) {
   if (vm.count("quick")) {
     s.quick = true;
     s.concurrency = {1, 8};
+    s.batch_sizes = {8};
+    s.batch_concurrency = {2};
     s.runs = 200;
     s.claim_rows = 20000;
     s.claim_samples = 50;
@@ -79,6 +82,10 @@ Settings ReadSettings(const po::variables_map& vm) {
     s.idle_wait = milliseconds(500);
   }
   if (vm.count("workers")) s.workers = ParseList("workers", vm["workers"].as<std::string>(), 8);
+  if (vm.count("batch-sizes")) {
+    s.batch_sizes = ParseList("batch-sizes", vm["batch-sizes"].as<std::string>(),
+                              config::kMaxBatchSize);
+  }
   if (vm.count("concurrency")) {
     s.concurrency = ParseList("concurrency", vm["concurrency"].as<std::string>(), 1024);
   }
@@ -254,6 +261,12 @@ int Bench::Run(bool json) {
       PgbenchAt(workers * slots);
     }
   }
+  for (int batch_size : settings_.batch_sizes) {
+    for (int slots : settings_.batch_concurrency) {
+      throughput_.push_back(MeasureThroughput(1, slots, batch_size));
+      PgbenchAt(slots);
+    }
+  }
   for (int sessions : settings_.start_sessions) {
     starts_.push_back(MeasureSingleStarts(sessions));
     PgbenchAt(sessions);
@@ -296,6 +309,9 @@ po::options_description BenchOptions() {
       "slots per daemon, comma-separated (default 1,8,32)")(
       "workers", po::value<std::string>()->value_name("LIST"),
       "daemon processes, comma-separated (default 1,2)")(
+      "batch-sizes", po::value<std::string>()->value_name("LIST"),
+      "worker.batch_size of the batch mode rows, one process at 1, 2 and 8 slots, "
+      "comma-separated (default 32)")(
       "runs", po::value<int>()->value_name("N"),
       "noop3 runs started before each throughput row (default 2000)")(
       "claim-rows", po::value<int>()->value_name("N"),

@@ -263,7 +263,8 @@ std::string ReloadDaemon(const po::variables_map& vm, const DaemonConfig& runnin
   }
   const size_t definition_count = definitions.size();
   worker.Reload({reloaded.worker.queues, reloaded.EffectiveConcurrency(),
-                 reloaded.EffectiveClaimBatch(), std::move(definitions)});
+                 reloaded.EffectiveClaimBatch(), reloaded.worker.batch_size,
+                 std::move(definitions)});
   SetLogLevel(reloaded.log.level);
   if (reloaded.schedules_declared) schedules.Sync(reloaded.schedules);
   SyncDeclaredQueueLimits(reloaded, connection_options);
@@ -332,6 +333,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   worker_options.connection_budget = config.EffectivePoolSize();
   worker_options.idle_timeout = config.database.idle_timeout;
   worker_options.claim_batch = config.EffectiveClaimBatch();
+  worker_options.batch_size = config.worker.batch_size;
   worker_options.poll_interval = config.worker.poll_interval;
   worker_options.lease = config.worker.lease;
   worker_options.reaper_interval = config.maintenance.reaper_interval;

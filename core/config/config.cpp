@@ -26,6 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using FailFn = std::function<void(const std::string& path, const std::string& problem)>;
+using config::kMaxBatchSize;
 using config::kMaxClaimBatch;
 using config::kMaxConcurrency;
 using config::kMaxCrashLimit;
@@ -139,6 +140,10 @@ void CheckConfig(const DaemonConfig& c, const FailFn& fail) {
   if (c.worker.claim_batch < 0 || c.worker.claim_batch > kMaxClaimBatch) {
     fail("worker.claim_batch", "must be an integer between 0 and " +
                                    std::to_string(kMaxClaimBatch) + " (0 = concurrency)");
+  }
+  if (c.worker.batch_size < 1 || c.worker.batch_size > kMaxBatchSize) {
+    fail("worker.batch_size",
+         "must be an integer between 1 and " + std::to_string(kMaxBatchSize) + " (1 = no batches)");
   }
   if (c.worker.shutdown_grace < milliseconds::zero()) {
     fail("worker.shutdown_grace", "must not be negative");

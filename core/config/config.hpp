@@ -58,6 +58,9 @@ struct WorkerConfig {
   std::chrono::milliseconds poll_interval{std::chrono::seconds(1)};
   std::chrono::milliseconds lease{std::chrono::seconds(30)};
   int claim_batch = 0;  // 0 = concurrency
+  // Runs a slot executes together, committing their steps in one
+  // transaction (batch mode); 1 executes one run at a time.
+  int batch_size = 1;
   std::chrono::milliseconds shutdown_grace{std::chrono::seconds(30)};
   bool listen = true;  // LISTEN/NOTIFY wake-ups; false = poll only
 };

@@ -236,6 +236,8 @@ const std::vector<Key>& Keys() {
       DurationKey("worker.lease", &DaemonConfig::worker, &WorkerConfig::lease),
       Reloadable(IntKey("worker.claim_batch", &DaemonConfig::worker, &WorkerConfig::claim_batch, 0,
                         kMaxClaimBatch)),
+      Reloadable(IntKey("worker.batch_size", &DaemonConfig::worker, &WorkerConfig::batch_size, 1,
+                        kMaxBatchSize)),
       DurationKey("worker.shutdown_grace", &DaemonConfig::worker, &WorkerConfig::shutdown_grace),
       BoolKey("worker.listen", &DaemonConfig::worker, &WorkerConfig::listen),
 

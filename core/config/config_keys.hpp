@@ -21,6 +21,7 @@ namespace cairn::config {
 inline constexpr int kMaxConcurrency = 1024;
 inline constexpr int kMaxPoolSize = 10000;
 inline constexpr int kMaxClaimBatch = 10000;
+inline constexpr int kMaxBatchSize = 1000;
 inline constexpr int kMaxCrashLimit = 100;
 inline constexpr int kMaxQueueLimit = 1000000;  // max_running, burst and rate_per_second
 inline constexpr uint64_t kMinMemoryLimit = uint64_t{64} << 20;

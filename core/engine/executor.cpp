@@ -55,12 +55,61 @@ struct Executor::CommittedPlan {
 };
 
 struct Executor::StepResult {
-  enum class End { kContinue, kParked, kLost } end = End::kParked;
+  // kDeferred: its checkpoint waits for the batch round's transaction.
+  enum class End { kContinue, kParked, kLost, kDeferred } end = End::kParked;
   std::string_view outcome = kStepLost;  // the cairn_steps_total outcome label
   std::optional<Resume> resume;          // for kContinue: the next step resumes with it
 };
 
-Executor::CommittedPlan Executor::Commit(store::Tx& tx, StepPlan& plan) {
+// A run this slot holds, between its steps.
+struct Executor::Turn {
+  Run run;
+  const WorkflowDefinition* workflow = nullptr;
+  std::optional<Resume> resume;  // the next step resumes with it
+  bool past_deadline = false;    // claimed after its deadline: fail, run nothing
+  bool step_tokens = false;      // see store::ClaimedRun
+  bool first_step = true;        // its token, if any, was spent by the claim
+  std::string step_name;         // of the step in flight, for its metrics
+  std::chrono::steady_clock::time_point step_started;
+  std::optional<ExecutionEnd> end;  // set when the turn is over
+};
+
+// A step of a batch round whose checkpoint waits for the round's transaction.
+struct Executor::Deferred {
+  Run* run = nullptr;
+  StepPlan plan;
+  Planner plan_for;  // what records a refusal of the plan; null: nothing can
+};
+
+namespace {
+
+// A plan whose commit is its checkpoint statement alone.
+bool OneStatement(const StepPlan& plan) {
+  return !plan.wait && !plan.resumed && plan.signals.empty() && plan.children.empty();
+}
+
+// What a commit that threw leaves the run: lost (nullopt) when its version
+// moved or whether it landed is unknown, which the lease's expiry resolves
+// from whatever the database holds; otherwise it was refused (an unknown
+// child workflow, invalid input, a limit), nothing of it landed, trying again
+// cannot help, and the failure returned is what to record instead.
+std::optional<StepOutcome> RefusalOf(const Error& e, Metrics* metrics, const std::string& run) {
+  if (dynamic_cast<const OccConflictError*>(&e)) {
+    if (metrics) metrics->OccConflict();
+    spdlog::warn("{}: lost the run: {}", run, e.what());
+    return std::nullopt;
+  }
+  if (e.kind() == ErrorKind::kTransient || e.kind() == ErrorKind::kInDoubt) {
+    // Never repeat it blindly.
+    spdlog::warn("{}: checkpoint not confirmed: {}", run, e.what());
+    return std::nullopt;
+  }
+  return FailureOutcome("checkpoint", e.what(), false);
+}
+
+}  // namespace
+
+Executor::CommittedPlan Executor::Commit(store::Tx& tx, StepPlan& plan, bool release_stack) {
   CommittedPlan committed;
   if (plan.wait) {
     // A wait whose signal already arrived (the inbox) turns the plan into
@@ -85,7 +134,8 @@ Executor::CommittedPlan Executor::Commit(store::Tx& tx, StepPlan& plan) {
     (*started->value)["id"] = store::StartChildRun(tx, plan.checkpoint.run_id, report_to, child);
     ++started;
   }
-  committed.checkpoint = store::SaveCheckpoint(tx, plan.checkpoint, plan.events);
+  committed.checkpoint =
+      store::SaveCheckpoint(tx, plan.checkpoint, plan.events, release_stack);
   for (const auto& [key, payload] : plan.signals) {
     committed.signals.push_back(store::Signal(tx, key, payload));
   }
@@ -111,110 +161,272 @@ bool Executor::Release(const Run& run, std::chrono::milliseconds delay) {
   });
 }
 
-store::StackLockedRun Executor::LockStackAndLoad(const std::string& run_id) {
+std::vector<store::StackLockedRun> Executor::LockStackAndLoad(
+    const std::vector<std::string>& run_ids) {
   try {
-    return store::LockStackAndLoadRun(*connection_, run_id);
+    return store::LockStacksAndLoadRuns(*connection_, run_ids);
   } catch (const Error& e) {
     if (!e.transient()) throw;
     // The slot's session died while it was idle (a terminated backend, a
-    // server restart) and nobody noticed until now: nothing of this run has
-    // happened yet, so a fresh session takes it on at once instead of
-    // leaving it to its lease.
-    spdlog::info("run {}: the slot's connection was lost while idle ({}); reconnecting", run_id,
-                 e.what());
+    // server restart) and nobody noticed until now: nothing of these runs
+    // has happened yet, so a fresh session takes them on at once instead of
+    // leaving them to their leases.
+    spdlog::info("the slot's connection was lost while idle ({}); reconnecting", e.what());
     connection_ = std::make_unique<store::Connection>(connection_options_);
-    return store::LockStackAndLoadRun(*connection_, run_id);
+    return store::LockStacksAndLoadRuns(*connection_, run_ids);
   }
 }
 
-ExecutionEnd Executor::Execute(const store::ClaimedRun& claim, const std::atomic<bool>& stopping) {
+std::variant<Executor::Turn, ExecutionEnd> Executor::Open(const store::ClaimedRun& claim,
+                                                          store::StackLockedRun fresh) {
   const Run& claimed = claim.run;
+  if (!fresh.locked) {
+    // A zombie still executes this run on another session; let it finish
+    // or die, then try again.
+    spdlog::info("run {}: stack lock held by another session, handing the run back", claimed.id);
+    if (options_.metrics) options_.metrics->StackLockContended();
+    Release(claimed, options_.stack_busy_delay);
+    return ExecutionEnd::kHandedBack;
+  }
+  // The claim's snapshot may be stale: the run may have moved on between
+  // the claim and the lock.
+  if (!fresh.run || fresh.run->run.status != RunStatus::kRunning ||
+      fresh.run->run.lease_owner != options_.worker_id ||
+      fresh.run->run.version != claimed.version) {
+    spdlog::info("run {}: changed after the claim, leaving it", claimed.id);
+    return ExecutionEnd::kLost;
+  }
+  Turn turn;
+  turn.workflow = definitions_.FindByHash(fresh.run->run.definition_hash);
+  if (!turn.workflow) {
+    // Claims filter on served definitions, so this is a bug, not a state.
+    spdlog::error("run {}: definition {} is not loaded here", claimed.id,
+                  fresh.run->run.definition_hash);
+    Release(fresh.run->run, options_.stack_busy_delay);
+    return ExecutionEnd::kHandedBack;
+  }
+  turn.run = std::move(fresh.run->run);
+  turn.resume = std::move(fresh.run->resume);
+  turn.past_deadline = fresh.run->past_deadline;
+  turn.step_tokens = claim.step_tokens;
+  leases_.Hold(turn.run.id, turn.run.version);
+  return turn;
+}
+
+ExecutionEnd Executor::Execute(const store::ClaimedRun& claim, const std::atomic<bool>& stopping) {
+  const std::string& run_id = claim.run.id;
   try {
-    store::StackLockedRun fresh = LockStackAndLoad(claimed.id);
-    if (!fresh.locked) {
-      // A zombie still executes this run on another session; let it finish
-      // or die, then try again.
-      spdlog::info("run {}: stack lock held by another session, handing the run back", claimed.id);
-      if (options_.metrics) options_.metrics->StackLockContended();
-      Release(claimed, options_.stack_busy_delay);
-      return ExecutionEnd::kHandedBack;
-    }
+    store::StackLockedRun fresh = std::move(LockStackAndLoad({run_id}).front());
     struct Unlock {
       store::Connection& connection;
       const std::string& run_id;
       ~Unlock() {
         try {
-          connection.UnlockStack(run_id);
+          connection.UnlockStack(run_id);  // nothing when its last checkpoint released it
         } catch (const std::exception& e) {
           spdlog::warn("run {}: releasing the stack lock failed: {}", run_id, e.what());
         }
       }
-    } unlock{*connection_, claimed.id};
-
-    // The claim's snapshot may be stale: the run may have moved on between
-    // the claim and the lock.
-    if (!fresh.run || fresh.run->run.status != RunStatus::kRunning ||
-        fresh.run->run.lease_owner != options_.worker_id ||
-        fresh.run->run.version != claimed.version) {
-      spdlog::info("run {}: changed after the claim, leaving it", claimed.id);
-      return ExecutionEnd::kLost;
-    }
-    leases_.Hold(fresh.run->run.id, fresh.run->run.version);
+    } unlock{*connection_, run_id};
+    std::variant<Turn, ExecutionEnd> opened = Open(claim, std::move(fresh));
+    auto* turn = std::get_if<Turn>(&opened);
+    if (!turn) return std::get<ExecutionEnd>(opened);
     struct Drop {
       LeaseBook& leases;
       const std::string& run_id;
       ~Drop() { leases.Drop(run_id); }
-    } drop{leases_, claimed.id};
-    return ExecuteLocked(fresh.run->run, std::move(fresh.run->resume), fresh.run->past_deadline,
-                         claim.step_tokens, stopping);
+    } drop{leases_, run_id};
+    while (!turn->end) Advance(*turn, stopping);
+    return *turn->end;
   } catch (const std::exception& e) {
-    spdlog::error("run {}: {}", claimed.id, e.what());
+    spdlog::error("run {}: {}", run_id, e.what());
     return ExecutionEnd::kLost;
   }
 }
 
-ExecutionEnd Executor::ExecuteLocked(Run& run, std::optional<Resume> resume, bool past_deadline,
-                                     bool step_tokens, const std::atomic<bool>& stopping) {
-  const WorkflowDefinition* workflow = definitions_.FindByHash(run.definition_hash);
-  if (!workflow) {
-    // Claims filter on served definitions, so this is a bug, not a state.
-    spdlog::error("run {}: definition {} is not loaded here", run.id, run.definition_hash);
-    Release(run, options_.stack_busy_delay);
-    return ExecutionEnd::kHandedBack;
+std::vector<ExecutionEnd> Executor::ExecuteBatch(const std::vector<store::ClaimedRun>& claims,
+                                                 const std::atomic<bool>& stopping) {
+  std::vector<ExecutionEnd> ends(claims.size(), ExecutionEnd::kLost);
+  std::vector<std::string> run_ids;
+  for (const auto& claim : claims) run_ids.push_back(claim.run.id);
+  std::vector<store::StackLockedRun> fresh;
+  try {
+    fresh = LockStackAndLoad(run_ids);
+  } catch (const std::exception& e) {
+    // Nothing ran: the runs' leases expire and they are taken over.
+    spdlog::error("batch of {} runs: {}", claims.size(), e.what());
+    return ends;
   }
-  bool first_step = true;  // its token, if any, was spent by the claim
-  while (true) {
-    if (stopping.load()) {
-      return Release(run, std::chrono::milliseconds(0)) ? ExecutionEnd::kHandedBack
-                                                        : ExecutionEnd::kLost;
-    }
-    if (leases_.Lost(run.id)) return ExecutionEnd::kLost;
-    if (step_tokens && !first_step) {
-      const std::chrono::milliseconds no_token_for = connection_->Autocommit(
-          [&](store::Tx& tx) { return store::TakeStepToken(tx, run.queue); });
-      if (no_token_for.count() > 0) {
-        if (options_.metrics) options_.metrics->RateLimited(run.queue);
-        return Release(run, no_token_for) ? ExecutionEnd::kHandedBack : ExecutionEnd::kLost;
+  struct Unlock {
+    store::Connection& connection;
+    const std::vector<std::string>& run_ids;
+    ~Unlock() {
+      try {
+        connection.UnlockStacks(run_ids);  // those still held
+      } catch (const std::exception& e) {
+        spdlog::warn("batch: releasing stack locks failed: {}", e.what());
       }
     }
-    first_step = false;
-    const auto step_started = std::chrono::steady_clock::now();
-    std::string step_name;
-    // An unwinding run's waits were cancelled or expired: it resumes from none.
-    // Past the claim, the deadline is the checkpoint's to enforce: one that
-    // commits after it ends the run (save_checkpoint).
-    StepResult result = run.final_status
-                            ? RunCompensation(run, *workflow, step_name)
-                            : RunForwardStep(run, *workflow, resume, past_deadline, step_name);
-    past_deadline = false;
-    resume = std::move(result.resume);
-    if (options_.metrics) {
-      options_.metrics->StepEnded(workflow->name, step_name, result.outcome,
-                                  std::chrono::steady_clock::now() - step_started, run.status);
+  } unlock{*connection_, run_ids};
+  // Every turn is in place before any step runs: deferred steps point into it.
+  std::vector<Turn> turns;
+  std::vector<size_t> claim_of;  // turn -> claim index
+  turns.reserve(claims.size());
+  for (size_t i = 0; i < claims.size(); ++i) {
+    try {
+      auto opened = Open(claims[i], std::move(fresh[i]));
+      if (auto* turn = std::get_if<Turn>(&opened)) {
+        turns.push_back(std::move(*turn));
+        claim_of.push_back(i);
+      } else {
+        ends[i] = std::get<ExecutionEnd>(opened);
+      }
+    } catch (const std::exception& e) {
+      spdlog::error("run {}: {}", claims[i].run.id, e.what());
     }
-    if (result.end == StepResult::End::kLost) return ExecutionEnd::kLost;
-    if (result.end == StepResult::End::kParked) return ExecutionEnd::kParked;
   }
+  struct Drop {
+    LeaseBook& leases;
+    const std::vector<Turn>& turns;
+    ~Drop() {
+      for (const Turn& turn : turns) leases.Drop(turn.run.id);
+    }
+  } drop{leases_, turns};
+
+  while (std::any_of(turns.begin(), turns.end(), [](const Turn& t) { return !t.end; })) {
+    std::vector<Deferred> round;
+    std::vector<Turn*> deferred_turns;
+    round_ = &round;
+    for (Turn& turn : turns) {
+      if (turn.end) continue;
+      const size_t before = round.size();
+      try {
+        Advance(turn, stopping);
+      } catch (const std::exception& e) {
+        spdlog::error("run {}: {}", turn.run.id, e.what());
+        turn.end = ExecutionEnd::kLost;
+      }
+      if (round.size() > before) deferred_turns.push_back(&turn);
+    }
+    round_ = nullptr;
+    std::vector<StepResult> results = CommitRound(round);
+    std::vector<std::string> parked;
+    for (size_t i = 0; i < results.size(); ++i) {
+      Finish(*deferred_turns[i], std::move(results[i]));
+      if (deferred_turns[i]->end) parked.push_back(deferred_turns[i]->run.id);
+    }
+    // Runs that are done let their stacks go now, not when the batch ends: a
+    // signal may already have made one due for another worker.
+    try {
+      if (!parked.empty()) connection_->UnlockStacks(parked);
+    } catch (const std::exception& e) {
+      spdlog::warn("batch: releasing stack locks failed: {}", e.what());
+    }
+  }
+  for (size_t t = 0; t < turns.size(); ++t) ends[claim_of[t]] = *turns[t].end;
+  return ends;
+}
+
+std::vector<Executor::StepResult> Executor::CommitRound(std::vector<Deferred>& round) {
+  std::vector<StepResult> results;
+  if (round.size() > 1) {
+    try {
+      std::vector<CommittedPlan> committed = connection_->Transact([&](store::Tx& tx) {
+        std::vector<CommittedPlan> out;
+        for (Deferred& step : round) out.push_back(Commit(tx, step.plan));
+        return out;
+      });
+      for (size_t i = 0; i < round.size(); ++i) {
+        results.push_back(Adopt(*round[i].run, round[i].plan, std::move(committed[i])));
+      }
+      return results;
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kTransient || e.kind() == ErrorKind::kInDoubt) {
+        // Whether the round landed is unknown: every run of it is lost, and
+        // each one's lease expiry recovers it from what the database holds.
+        spdlog::warn("batch round of {} checkpoints not confirmed: {}", round.size(), e.what());
+        return std::vector<StepResult>(round.size(), StepResult{StepResult::End::kLost});
+      }
+      // A conflict or a refusal rolled the round back: each commits alone,
+      // so that it hits only its own run.
+      spdlog::info("batch round of {} checkpoints rolled back ({}); committing them one by one",
+                   round.size(), e.what());
+    }
+  }
+  for (Deferred& step : round) {
+    results.push_back(CommitOrRecordRefusal(*step.run, std::move(step.plan), step.plan_for));
+  }
+  return results;
+}
+
+Executor::StepResult Executor::CommitOrRecordRefusal(Run& run, StepPlan plan,
+                                                     const Planner& plan_for) {
+  std::optional<StepOutcome> failure;
+  try {
+    return CommitAlone(run, std::move(plan));
+  } catch (const Error& e) {
+    failure = RefusalOf(e, options_.metrics, "run " + run.id);
+    if (!failure) return {StepResult::End::kLost};
+  }
+  if (!plan_for) return {StepResult::End::kLost};
+  try {
+    return CommitAlone(run, plan_for(*failure));
+  } catch (const std::exception& e) {
+    spdlog::warn("run {}: recording the failure failed: {}", run.id, e.what());
+    return {StepResult::End::kLost};
+  }
+}
+
+Executor::StepResult Executor::Settle(Run& run, StepPlan plan, const Planner& plan_for) {
+  if (round_ && OneStatement(plan)) {
+    round_->push_back({&run, std::move(plan), plan_for});
+    return {StepResult::End::kDeferred};
+  }
+  return CommitAlone(run, std::move(plan));
+}
+
+void Executor::Advance(Turn& turn, const std::atomic<bool>& stopping) {
+  Run& run = turn.run;
+  if (stopping.load()) {
+    turn.end = Release(run, std::chrono::milliseconds(0)) ? ExecutionEnd::kHandedBack
+                                                          : ExecutionEnd::kLost;
+    return;
+  }
+  if (leases_.Lost(run.id)) {
+    turn.end = ExecutionEnd::kLost;
+    return;
+  }
+  if (turn.step_tokens && !turn.first_step) {
+    const std::chrono::milliseconds no_token_for =
+        connection_->Autocommit([&](store::Tx& tx) { return store::TakeStepToken(tx, run.queue); });
+    if (no_token_for.count() > 0) {
+      if (options_.metrics) options_.metrics->RateLimited(run.queue);
+      turn.end = Release(run, no_token_for) ? ExecutionEnd::kHandedBack : ExecutionEnd::kLost;
+      return;
+    }
+  }
+  turn.first_step = false;
+  turn.step_started = std::chrono::steady_clock::now();
+  // An unwinding run's waits were cancelled or expired: it resumes from none.
+  // Past the claim, the deadline is the checkpoint's to enforce: one that
+  // commits after it ends the run (save_checkpoint).
+  StepResult result =
+      run.final_status
+          ? RunCompensation(run, *turn.workflow, turn.step_name)
+          : RunForwardStep(run, *turn.workflow, turn.resume, turn.past_deadline, turn.step_name);
+  turn.past_deadline = false;
+  if (result.end != StepResult::End::kDeferred) Finish(turn, std::move(result));
+}
+
+void Executor::Finish(Turn& turn, StepResult result) {
+  turn.resume = std::move(result.resume);
+  if (options_.metrics) {
+    options_.metrics->StepEnded(turn.workflow->name, turn.step_name, result.outcome,
+                                std::chrono::steady_clock::now() - turn.step_started,
+                                turn.run.status);
+  }
+  if (result.end == StepResult::End::kLost) turn.end = ExecutionEnd::kLost;
+  if (result.end == StepResult::End::kParked) turn.end = ExecutionEnd::kParked;
 }
 
 Executor::StepResult Executor::RunForwardStep(Run& run, const WorkflowDefinition& workflow,
@@ -253,9 +465,15 @@ Executor::StepResult Executor::RunForwardStep(Run& run, const WorkflowDefinition
                                 false),
                  options_.lease)));
   }
-  return RunStep(run, workflow, *step, [&](const StepOutcome& outcome) {
-    return with_resume(PlanStep(run, workflow, *step, outcome, JitterSample(), options_.lease));
-  });
+  // Copies, not references, of what the planner needs: a batch round may
+  // call it after this returns.
+  return RunStep(run, workflow, *step,
+                 [this, &run, &workflow, step, resumption](const StepOutcome& outcome) {
+                   StepPlan plan =
+                       PlanStep(run, workflow, *step, outcome, JitterSample(), options_.lease);
+                   if (resumption) AttachResume(plan, *resumption);
+                   return plan;
+                 });
 }
 
 Executor::StepResult Executor::RunCompensation(Run& run, const WorkflowDefinition& workflow,
@@ -283,7 +501,8 @@ Executor::StepResult Executor::RunCompensation(Run& run, const WorkflowDefinitio
   step_name = compensation.name;
   return RunStep(
       run, workflow, compensation,
-      [&](const StepOutcome& outcome) {
+      // A copy of the pointer: a batch round may call this after we return.
+      [this, &run, compensated](const StepOutcome& outcome) {
         return PlanCompensation(run, *compensated, outcome, JitterSample(), options_.lease);
       },
       compensated->name);
@@ -318,12 +537,14 @@ Executor::StepResult Executor::Adopt(Run& run, const StepPlan& plan, CommittedPl
 }
 
 Executor::StepResult Executor::CommitAlone(Run& run, StepPlan plan) {
-  // A plan that is one statement commits without an explicit transaction.
-  const bool one_statement =
-      !plan.wait && !plan.resumed && plan.signals.empty() && plan.children.empty();
-  auto commit = [&](store::Tx& tx) { return Commit(tx, plan); };
+  // A plan that is one statement commits without an explicit transaction,
+  // and a run it parks lets its stack lock go in that statement.
+  const bool one_statement = OneStatement(plan);
+  const bool parks = plan.checkpoint.status != RunStatus::kRunning;
   CommittedPlan committed =
-      one_statement ? connection_->Autocommit(commit) : connection_->Transact(commit);
+      one_statement
+          ? connection_->Autocommit([&](store::Tx& tx) { return Commit(tx, plan, parks); })
+          : connection_->Transact([&](store::Tx& tx) { return Commit(tx, plan); });
   return Adopt(run, plan, std::move(committed));
 }
 
@@ -360,7 +581,7 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
       if (outcome->kind == OutcomeKind::kFail) {
         failure = *outcome;
       } else {
-        return CommitAlone(run, plan_for(*outcome));
+        return Settle(run, plan_for(*outcome), plan_for);
       }
     } else {
       // The step's own writes and its checkpoint commit together; a step that
@@ -394,27 +615,18 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
       }
       failure = std::get<StepOutcome>(std::move(ended));
     }
-  } catch (const OccConflictError& e) {
-    if (options_.metrics) options_.metrics->OccConflict();
-    log(spdlog::level::warn, std::string("lost the run: ") + e.what());
-    return {StepResult::End::kLost};
   } catch (const Error& e) {
-    if (e.kind() == ErrorKind::kTransient || e.kind() == ErrorKind::kInDoubt) {
-      // Whether the commit landed is unknown. Never repeat it blindly; the
-      // lease expires and the run is recovered from whatever the database
-      // holds.
-      log(spdlog::level::warn, std::string("checkpoint not confirmed: ") + e.what());
-      return {StepResult::End::kLost};
-    }
-    // The commit was refused (an unknown child workflow, invalid input, a
-    // constraint): nothing of it landed, and trying again cannot help.
-    failure = FailureOutcome("checkpoint", e.what(), false);
+    failure = RefusalOf(e, options_.metrics,
+                        fmt::format("run {} workflow {} step {} attempt {}", run.id, workflow.name,
+                                    step.name, run.attempt + 1));
+    if (!failure) return {StepResult::End::kLost};
   }
 
   log(failure->retryable ? spdlog::level::warn : spdlog::level::err,
       failure->error_code + ": " + failure->error_message);
   try {
-    return CommitAlone(run, plan_for(*failure));
+    // A failure record has nothing to fall back on when refused.
+    return Settle(run, plan_for(*failure), nullptr);
   } catch (const std::exception& e) {
     log(spdlog::level::warn, std::string("recording the failure failed: ") + e.what());
     return {StepResult::End::kLost};

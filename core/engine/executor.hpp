@@ -3,8 +3,10 @@
 // together, fenced by the version) until the run parks, finishes, is handed
 // back or is lost. Everything a step's commit writes is in its StepPlan; the
 // only state carried from one step to the next is the run itself and a
-// signal found waiting in the inbox. One Executor per slot thread; it owns
-// that slot's connection and is not shared between threads.
+// signal found waiting in the inbox. In batch mode it holds many runs and
+// commits a round of their steps in one transaction (ExecuteBatch). One
+// Executor per slot thread; it owns that slot's connection and is not shared
+// between threads.
 #pragma once
 
 #include <atomic>
@@ -13,6 +15,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "definition.hpp"
 #include "health.hpp"
@@ -62,17 +66,50 @@ class Executor {
   // bucket next holds a token, so that it waits without holding the slot.
   ExecutionEnd Execute(const store::ClaimedRun& claim, const std::atomic<bool>& stopping);
 
+  // Batch mode: executes many claimed runs together, one end per claim in
+  // their order. One statement takes their stack locks and reads them. Then,
+  // round by round, it runs the due step of each run still held, in turn,
+  // and commits the rounds' checkpoints that are one statement each (no
+  // wait, signal, child or transactional SQL) in one transaction; the others
+  // commit alone as Execute commits them. A conflict or a refusal in the
+  // round's transaction rolls it back, and each of its checkpoints then
+  // commits alone, so only the run that conflicted is lost. Guarantees are
+  // those of Execute: every checkpoint is fenced by its run's version, and a
+  // transactional step's writes commit with its own checkpoint only.
+  std::vector<ExecutionEnd> ExecuteBatch(const std::vector<store::ClaimedRun>& claims,
+                                         const std::atomic<bool>& stopping);
+
   // False after a connection error: the slot should build a new Executor.
   bool Healthy() const;
 
  private:
   struct StepResult;
   struct CommittedPlan;
+  struct Turn;
+  struct Deferred;
   // Turns a step's outcome into what its commit writes.
   using Planner = std::function<StepPlan(const StepOutcome&)>;
-  // past_deadline: the run was claimed after its deadline passed.
-  ExecutionEnd ExecuteLocked(Run& run, std::optional<Resume> resume, bool past_deadline,
-                             bool step_tokens, const std::atomic<bool>& stopping);
+  // The held run that `claim` became once its stack lock was taken and the
+  // run read (`fresh`), or how its turn ended at once: handed back when
+  // another session holds the stack or its definition is not loaded, lost
+  // when it changed after the claim. Holds its lease in the lease book.
+  std::variant<Turn, ExecutionEnd> Open(const store::ClaimedRun& claim,
+                                        store::StackLockedRun fresh);
+  // One step of the run, committed or, in a batch round, deferred to the
+  // round's transaction; sets turn.end when the run's turn is over.
+  void Advance(Turn& turn, const std::atomic<bool>& stopping);
+  // Records a step's committed (or lost) result on its turn.
+  void Finish(Turn& turn, StepResult result);
+  // Commits a batch round's deferred checkpoints in one transaction, or one
+  // by one after a conflict or refusal; one result each, in their order.
+  std::vector<StepResult> CommitRound(std::vector<Deferred>& round);
+  // A plan committed alone, with what a failed commit means for the run: lost
+  // when it conflicted or may have landed, else refused, and the failure
+  // plan_for makes of the refusal is committed instead (lost without one).
+  StepResult CommitOrRecordRefusal(Run& run, StepPlan plan, const Planner& plan_for);
+  // Commits the plan alone, or when a batch round is being gathered and the
+  // plan is one statement, defers it to the round (End::kDeferred).
+  StepResult Settle(Run& run, StepPlan plan, const Planner& plan_for);
   // The step at the cursor, resuming from `resume` when a signal claimed the
   // run's wait; step_name receives what ran. A run past its deadline fails
   // there instead, without running the step.
@@ -87,17 +124,18 @@ class Executor {
                      const Planner& plan_for, const std::string& compensates = {});
   // Writes a plan in the caller's transaction: the wait, the completion of
   // the wait the run resumed from, the children, the checkpoint with its
-  // events, the signals. Depends on nothing but the plan.
-  static CommittedPlan Commit(store::Tx& tx, StepPlan& plan);
+  // events, the signals. Depends on nothing but the plan. release_stack: see
+  // store::SaveCheckpoint.
+  static CommittedPlan Commit(store::Tx& tx, StepPlan& plan, bool release_stack = false);
   // Commits a plan in a transaction of its own (one statement when it can).
   StepResult CommitAlone(Run& run, StepPlan plan);
   // Applies a committed plan to the slot's copy of the run.
   StepResult Adopt(Run& run, const StepPlan& plan, CommittedPlan committed);
   bool Release(const Run& run, std::chrono::milliseconds delay);
-  // The run's stack lock on the slot's session and the run as committed now,
-  // in one round trip; reconnects once when the session turns out to have
-  // died while the slot was idle.
-  store::StackLockedRun LockStackAndLoad(const std::string& run_id);
+  // The runs' stack locks on the slot's session and the runs as committed
+  // now, in one round trip; reconnects once when the session turns out to
+  // have died while the slot was idle.
+  std::vector<store::StackLockedRun> LockStackAndLoad(const std::vector<std::string>& run_ids);
 
   store::ConnectionOptions connection_options_;
   std::unique_ptr<store::Connection> connection_;
@@ -106,6 +144,9 @@ class Executor {
   ExecutorOptions options_;
   LeaseBook& leases_;
   StepRunner step_runner_;  // the slot's step thread
+  // While ExecuteBatch gathers a round: where one-statement plans wait for
+  // the round's transaction.
+  std::vector<Deferred>* round_ = nullptr;
 };
 
 }  // namespace cairn

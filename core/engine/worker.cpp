@@ -33,6 +33,24 @@ std::vector<std::string> HashesOf(const DefinitionSet& definitions) {
   return hashes;
 }
 
+// A claim statement's ceiling in batch mode, however many slots are free.
+constexpr int kMaxRunsPerClaim = 1000;
+
+// Claimed runs, in claim order, as one group per slot: as many groups as
+// there are runs or free slots, whichever is fewer, of sizes differing by at
+// most one, so that every free slot gets work.
+std::vector<std::vector<store::ClaimedRun>> SplitForSlots(std::vector<store::ClaimedRun> runs,
+                                                          int free_slots) {
+  const size_t groups = std::min(runs.size(), static_cast<size_t>(std::max(free_slots, 1)));
+  std::vector<std::vector<store::ClaimedRun>> out(groups);
+  size_t next = 0;
+  for (size_t g = 0; g < groups; ++g) {
+    const size_t size = runs.size() / groups + (g < runs.size() % groups ? 1 : 0);
+    for (size_t i = 0; i < size; ++i) out[g].push_back(std::move(runs[next++]));
+  }
+  return out;
+}
+
 }  // namespace
 
 Worker::Worker(WorkerOptions options, const DefinitionSet& definitions, const StepCatalog& steps)
@@ -42,6 +60,7 @@ Worker::Worker(WorkerOptions options, const DefinitionSet& definitions, const St
       queues_(options_.queues),
       concurrency_(options_.concurrency),
       claim_batch_(options_.claim_batch),
+      batch_size_(options_.batch_size),
       definitions_(std::make_shared<const DefinitionSet>(definitions)),
       served_hashes_(HashesOf(definitions)) {
   store::ConnectionOptions idempotency = options_.connection;
@@ -153,6 +172,7 @@ void Worker::Reload(WorkerServing serving) {
     queues_ = std::move(serving.queues);
     concurrency_ = serving.concurrency;
     claim_batch_ = serving.claim_batch;
+    batch_size_ = serving.batch_size;
     definitions_ = std::move(definitions);
     served_hashes_ = std::move(hashes);
     wake_ = true;
@@ -216,6 +236,7 @@ void Worker::PollLoop() {
       if (!connection || !connection->IsOpen()) connection = Connect("poller");
       int free_slots;
       int claim_batch;
+      int batch_size;
       std::vector<std::string> queues;
       std::vector<std::string> hashes;
       std::shared_ptr<const DefinitionSet> definitions;
@@ -223,13 +244,15 @@ void Worker::PollLoop() {
         std::lock_guard lock(mutex_);
         free_slots = concurrency_ - busy_ - static_cast<int>(queue_.size());
         claim_batch = claim_batch_;
+        batch_size = batch_size_;
         queues = queues_;
         hashes = served_hashes_;
         definitions = definitions_;
         wake_ = false;
       }
       if (free_slots > 0) {
-        int want = std::min(free_slots, claim_batch);
+        const int want = batch_size > 1 ? std::min(free_slots * batch_size, kMaxRunsPerClaim)
+                                        : std::min(free_slots, claim_batch);
         const auto claim_started = std::chrono::steady_clock::now();
         auto runs = connection->Transact([&](store::Tx& tx) {
           return store::ClaimRuns(tx, queues, hashes, want, options_.worker_id, options_.lease);
@@ -240,17 +263,20 @@ void Worker::PollLoop() {
                                     static_cast<int64_t>(runs.size()));
           for (const auto& claim : runs) options_.metrics->RunsClaimed(claim.run.queue);
         }
-        if (!runs.empty()) {
+        const auto claimed = static_cast<int64_t>(runs.size());
+        if (claimed > 0) {
           {
             std::lock_guard lock(mutex_);
-            for (auto& claim : runs) queue_.push_back({std::move(claim), definitions});
+            for (auto& claims : SplitForSlots(std::move(runs), free_slots)) {
+              queue_.push_back({std::move(claims), definitions});
+            }
           }
           slots_cv_.notify_all();
           std::lock_guard stats_lock(stats_mutex_);
-          stats_.claimed += static_cast<int64_t>(runs.size());
+          stats_.claimed += claimed;
         }
         // A full batch means more may be due right now.
-        if (static_cast<int>(runs.size()) == want) continue;
+        if (claimed == want) continue;
         auto next_due = connection->Transact(
             [&](store::Tx& tx) { return store::MillisUntilNextDue(tx, queues, hashes); });
         if (next_due)
@@ -308,7 +334,7 @@ void Worker::SlotLoop(int slot) {
       if (options_.metrics) options_.metrics->SetSlots(busy_, std::max(0, concurrency_ - busy_));
     }
     pulse.Beat(options_.lease);
-    ExecutionEnd end = ExecutionEnd::kLost;
+    std::vector<ExecutionEnd> ends(claimed.claims.size(), ExecutionEnd::kLost);
     try {
       if (!executor || !executor->Healthy() || executor_definitions != claimed.definitions) {
         executor.reset();
@@ -319,7 +345,9 @@ void Worker::SlotLoop(int slot) {
                                               executor_options, leases_);
         executor_definitions = claimed.definitions;
       }
-      end = executor->Execute(claimed.claim, stop_runs_);
+      ends = claimed.claims.size() == 1
+                 ? std::vector<ExecutionEnd>{executor->Execute(claimed.claims.front(), stop_runs_)}
+                 : executor->ExecuteBatch(claimed.claims, stop_runs_);
       failures = 0;
     } catch (const std::exception& e) {
       // The claimed run stays leased until the reaper hands it back.
@@ -329,10 +357,12 @@ void Worker::SlotLoop(int slot) {
     }
     {
       std::lock_guard stats_lock(stats_mutex_);
-      if (end == ExecutionEnd::kParked) ++stats_.parked;
-      if (end == ExecutionEnd::kHandedBack) ++stats_.handed_back;
-      if (end == ExecutionEnd::kHandedBack && options_.metrics) options_.metrics->RunHandedBack();
-      if (end == ExecutionEnd::kLost) ++stats_.lost;
+      for (const ExecutionEnd end : ends) {
+        if (end == ExecutionEnd::kParked) ++stats_.parked;
+        if (end == ExecutionEnd::kHandedBack) ++stats_.handed_back;
+        if (end == ExecutionEnd::kHandedBack && options_.metrics) options_.metrics->RunHandedBack();
+        if (end == ExecutionEnd::kLost) ++stats_.lost;
+      }
     }
     {
       std::lock_guard lock(mutex_);
@@ -387,12 +417,13 @@ bool Worker::Stop() {
   try {
     auto connection = Connect("stop");
     for (const Claimed& claimed : unstarted) {
-      const Run& run = claimed.claim.run;
-      connection->Transact([&](store::Tx& tx) {
-        store::ReleaseRun(tx, run.id, run.version, options_.worker_id,
-                          std::chrono::milliseconds(0));
-      });
-      if (options_.metrics) options_.metrics->RunHandedBack();
+      for (const store::ClaimedRun& claim : claimed.claims) {
+        connection->Transact([&](store::Tx& tx) {
+          store::ReleaseRun(tx, claim.run.id, claim.run.version, options_.worker_id,
+                            std::chrono::milliseconds(0));
+        });
+        if (options_.metrics) options_.metrics->RunHandedBack();
+      }
     }
     {
       std::unique_lock lock(mutex_);

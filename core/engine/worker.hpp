@@ -40,6 +40,10 @@ struct WorkerOptions {
   std::vector<std::string> queues{"default"};
   int concurrency = 8;
   int claim_batch = 8;
+  // Batch mode above 1: a slot executes up to this many runs together
+  // (Executor::ExecuteBatch); the poller then claims up to this many per
+  // free slot.
+  int batch_size = 1;
   std::chrono::milliseconds poll_interval{1000};
   std::chrono::milliseconds lease{30000};
   std::chrono::milliseconds reaper_interval{5000};
@@ -66,6 +70,7 @@ struct WorkerServing {
   std::vector<std::string> queues;
   int concurrency = 8;
   int claim_batch = 8;
+  int batch_size = 1;
   DefinitionSet definitions;
 };
 
@@ -110,9 +115,10 @@ class Worker {
   Health& health() { return health_; }
 
  private:
-  // A claimed run and the definitions it was claimed under.
+  // What one slot takes on: a claimed run, or in batch mode up to
+  // batch_size of them, and the definitions they were claimed under.
   struct Claimed {
-    store::ClaimedRun claim;
+    std::vector<store::ClaimedRun> claims;
     std::shared_ptr<const DefinitionSet> definitions;
   };
 
@@ -146,6 +152,7 @@ class Worker {
   std::vector<std::string> queues_;
   int concurrency_ = 0;
   int claim_batch_ = 0;
+  int batch_size_ = 1;
   std::shared_ptr<const DefinitionSet> definitions_;
   std::vector<std::string> served_hashes_;
   std::vector<bool> slot_running_;  // by slot number

@@ -232,14 +232,21 @@ bool Connection::TryLockStack(const std::string& run_id) {
   return acquired;
 }
 
-void Connection::UnlockStack(const std::string& run_id) {
-  auto held = impl_->stack_holds.find(run_id);
-  if (held == impl_->stack_holds.end()) return;
-  if (--held->second > 0) return;
-  impl_->stack_holds.erase(held);
+void Connection::UnlockStack(const std::string& run_id) { UnlockStacks({run_id}); }
+
+void Connection::UnlockStacks(const std::vector<std::string>& run_ids) {
+  std::vector<std::string> released;
+  for (const std::string& run_id : run_ids) {
+    auto held = impl_->stack_holds.find(run_id);
+    if (held == impl_->stack_holds.end()) continue;
+    if (--held->second > 0) continue;
+    impl_->stack_holds.erase(held);
+    released.push_back(run_id);
+  }
   // A broken session has released its locks already.
-  if (!IsOpen()) return;
-  ExecuteOutsideTransaction([&](Tx& tx) { Internal(tx).Exec("stack_unlock", schema(), run_id); });
+  if (released.empty() || !IsOpen()) return;
+  ExecuteOutsideTransaction(
+      [&](Tx& tx) { Internal(tx).Exec("stack_unlock", schema(), ArrayLiteral(released)); });
 }
 
 bool Connection::HoldsStack(const std::string& run_id) const {
@@ -247,24 +254,36 @@ bool Connection::HoldsStack(const std::string& run_id) const {
 }
 
 StackLockedRun LockStackAndLoadRun(Connection& connection, const std::string& run_id) {
+  return std::move(LockStacksAndLoadRuns(connection, {run_id}).front());
+}
+
+std::vector<StackLockedRun> LockStacksAndLoadRuns(Connection& connection,
+                                                  const std::vector<std::string>& run_ids) {
   auto& holds = connection.impl().stack_holds;
-  const bool held = holds.count(run_id) > 0;
+  std::vector<bool> held;
+  for (const std::string& run_id : run_ids) held.push_back(holds.count(run_id) > 0);
   return connection.Autocommit([&](Tx& tx) {
-    const pqxx::row row =
-        Internal(tx).Exec("lock_stack_and_load_run", connection.schema(), run_id, held)[0];
-    StackLockedRun out;
-    out.locked = row["locked"].as<bool>();
-    if (!out.locked) return out;
-    ++holds[run_id];  // before decoding: the session holds the lock now
-    if (row["id"].is_null()) return out;
-    out.run = RunForExecution{DecodeRun(row), std::nullopt, row["past_deadline"].as<bool>()};
-    if (!row["resume_key"].is_null()) {
-      Resume resume;
-      resume.correlation_key = row["resume_key"].c_str();
-      resume.event = row["resume_event"].c_str();
-      resume.payload = JsonField(row["resume_payload"]);
-      resume.claimant = OptionalText(row["resume_claimant"]).value_or("");
-      out.run->resume = std::move(resume);
+    const pqxx::result rows = Internal(tx).Exec("lock_stack_and_load_run", connection.schema(),
+                                                ArrayLiteral(run_ids), ArrayLiteral(held));
+    std::vector<StackLockedRun> out(rows.size());
+    // Every lock first: the session holds them now, whatever a decoding
+    // below throws.
+    for (size_t i = 0; i < rows.size(); ++i) {
+      out[i].locked = rows[i]["locked"].as<bool>();
+      if (out[i].locked) ++holds[rows[i]["locked_run_id"].c_str()];
+    }
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const pqxx::row row = rows[i];
+      if (!out[i].locked || row["id"].is_null()) continue;
+      out[i].run = RunForExecution{DecodeRun(row), std::nullopt, row["past_deadline"].as<bool>()};
+      if (!row["resume_key"].is_null()) {
+        Resume resume;
+        resume.correlation_key = row["resume_key"].c_str();
+        resume.event = row["resume_event"].c_str();
+        resume.payload = JsonField(row["resume_payload"]);
+        resume.claimant = OptionalText(row["resume_claimant"]).value_or("");
+        out[i].run->resume = std::move(resume);
+      }
     }
     return out;
   });
@@ -282,6 +301,29 @@ StackLock::~StackLock() {
     // The session is gone or going; its locks go with it.
     spdlog::warn("releasing the stack lock of run {} failed: {}", run_id_, e.what());
   }
+}
+
+std::string ArrayLiteral(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ',';
+    out += '"';
+    for (char c : values[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+std::string ArrayLiteral(const std::vector<bool>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ',';
+    out += values[i] ? 't' : 'f';
+  }
+  return out + "}";
 }
 
 std::optional<std::string> OptionalText(const pqxx::field& field) {

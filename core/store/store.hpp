@@ -105,6 +105,8 @@ class Connection {
   // connection. Re-entrant: each successful TryLockStack needs one UnlockStack.
   bool TryLockStack(const std::string& run_id);
   void UnlockStack(const std::string& run_id);
+  // UnlockStack of each, in one round trip for those whose last hold it is.
+  void UnlockStacks(const std::vector<std::string>& run_ids);
   bool HoldsStack(const std::string& run_id) const;
 
   struct Impl;
@@ -155,8 +157,13 @@ std::optional<std::string> RunErrorCode(Tx& tx, const std::string& run_id);
 // Writes the checkpoint and its audit events in one statement. Throws
 // OccConflictError (run id, expected, current) when expected_version is
 // stale (nothing is written) and NotFoundError for an unknown run.
+// release_stack: a checkpoint that lands also releases the session's stack
+// lock of the run, in the same statement, when this is its last hold; only
+// for a checkpoint committed alone (Connection::Autocommit), as a rolled-back
+// transaction would not take the release back.
 CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& checkpoint,
-                                const std::vector<RunEvent>& events = {});
+                                const std::vector<RunEvent>& events = {},
+                                bool release_stack = false);
 // Cancels the run and all its live waits in one statement. NotFoundError for
 // an unknown run; a finished run is reported as such and left unchanged.
 CancelResult CancelRun(Tx& tx, const std::string& run_id, const std::string& reason);
@@ -248,6 +255,10 @@ struct StackLockedRun {
   std::optional<RunForExecution> run;
 };
 StackLockedRun LockStackAndLoadRun(Connection& connection, const std::string& run_id);
+// The same for many runs in one round trip (a batch slot's): one result per
+// run id, in their order.
+std::vector<StackLockedRun> LockStacksAndLoadRuns(Connection& connection,
+                                                  const std::vector<std::string>& run_ids);
 
 // Idempotency store: keys scoped by namespace, one owner at a time, times
 // from the database (the SQL functions of migration 9, which applications

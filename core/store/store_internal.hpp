@@ -9,6 +9,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "store.hpp"
 
@@ -67,6 +68,11 @@ RunPage ListRunsWith(Tx& tx, const std::string& query, const RunFilter& filter, 
 // Translates the exception in flight (a libpqxx or std exception) into a
 // cairn::Error, classifying by SQLSTATE. Errors already translated pass through.
 [[noreturn]] void RethrowTranslated(const std::string& operation);
+
+// PostgreSQL array literals of bound parameters (text[], boolean[]); every
+// text element is quoted and escaped.
+std::string ArrayLiteral(const std::vector<std::string>& values);
+std::string ArrayLiteral(const std::vector<bool>& values);
 
 // Row decoding.
 std::optional<std::string> OptionalText(const pqxx::field& field);

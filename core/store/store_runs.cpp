@@ -49,20 +49,26 @@ std::optional<std::string> RunErrorCode(Tx& tx, const std::string& run_id) {
   return OptionalText(rows[0][0]);
 }
 
-CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& c, const std::vector<RunEvent>& events) {
+CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& c, const std::vector<RunEvent>& events,
+                                bool release_stack) {
   auto& t = Internal(tx);
   std::optional<std::string> output;
   if (c.output) output = c.output->dump();
+  // Only the last hold goes with the statement; a re-entrant holder keeps it.
+  auto hold = t.session.stack_holds.find(c.run_id);
+  const bool releases = release_stack && hold != t.session.stack_holds.end() && hold->second == 1;
   pqxx::result rows =
       t.Exec("save_checkpoint", c.run_id, c.expected_version, c.context.dump(), c.cursor,
              std::string(ToString(c.status)), c.attempt, c.run_at, c.delay_ms, c.lease_owner,
              c.lease_ms, output, c.error, EventsJson(events), c.compensations.dump(),
-             c.final_status ? std::optional<std::string>(ToString(*c.final_status)) : std::nullopt);
+             c.final_status ? std::optional<std::string>(ToString(*c.final_status)) : std::nullopt,
+             releases ? std::optional<std::string>(t.session.options.schema) : std::nullopt);
   if (rows.empty()) {
     pqxx::result current = t.Exec("run_version", c.run_id);
     if (current.empty()) throw NotFoundError("run " + c.run_id + " does not exist");
     throw OccConflictError(c.run_id, c.expected_version, current[0][0].as<int64_t>());
   }
+  if (releases) t.session.stack_holds.erase(hold);
   return {rows[0][0].as<int64_t>(), ParseRunStatus(rows[0][1].c_str()), OptionalText(rows[0][3])};
 }
 

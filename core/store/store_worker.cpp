@@ -8,25 +8,6 @@ namespace cairn::store {
 
 namespace {
 
-// A PostgreSQL text[] literal; every element is quoted and escaped.
-std::string ArrayLiteral(const std::vector<std::string>& values) {
-  std::string out = "{";
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (i) out += ',';
-    out += '"';
-    for (char c : values[i]) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
-  }
-  return out + "}";
-}
-
-}  // namespace
-
-namespace {
-
 // Runs a statement that starts a run; an unknown workflow is NotFoundError.
 template <typename... Params>
 pqxx::row StartingRun(Tx& tx, const char* query, const Params&... params) {

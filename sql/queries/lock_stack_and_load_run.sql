@@ -1,17 +1,21 @@
--- Takes the stack lock of run $2 on this session, with the key of
--- stack_try_lock ($3: this session holds it already, so it is not taken
--- twice), and when it got it reads the run the slot is about to execute,
--- with the wait it resumes from, if a signal (or the inbox) claimed one: its
--- payload goes into the context. One round trip for what would be two. The
--- row is read in the statement's snapshot, which may predate the lock: a
--- change committed in between bumped the version, so the slot's first
--- checkpoint is fenced as any stale write is.
+-- Takes the stack locks of runs $2 (an array) on this session, with the key
+-- of stack_try_lock ($3, by position: this session holds that one already,
+-- so it is not taken twice), and reads each run it got the lock of, with the
+-- wait it resumes from, if a signal (or the inbox) claimed one: its payload
+-- goes into the context. One round trip however many runs: a slot takes one,
+-- a batch slot all of its batch. A row per input, in input order. The rows
+-- are read in the statement's snapshot, which may predate a lock: a change
+-- committed in between bumped the version, so the slot's first checkpoint is
+-- fenced as any stale write is.
 -- past_deadline: its deadline has passed (database time), so it must fail
 -- rather than run another step.
 WITH stack AS MATERIALIZED (
-  SELECT CASE WHEN $3::boolean THEN true
-              ELSE pg_try_advisory_lock(hashtextextended($1 || ':stack:' || $2, 0)) END AS locked)
-SELECT stack.locked, run.*
+  SELECT i.run_id, i.position,
+         CASE WHEN i.held THEN true
+              ELSE pg_try_advisory_lock(hashtextextended($1 || ':stack:' || i.run_id, 0)) END
+           AS locked
+  FROM unnest($2::text[], $3::boolean[]) WITH ORDINALITY AS i(run_id, held, position))
+SELECT stack.run_id AS locked_run_id, stack.locked, run.*
 FROM stack LEFT JOIN LATERAL (
   SELECT r.*, (r.deadline_at <= now()) IS TRUE AS past_deadline,
          w.correlation_key AS resume_key, w.event AS resume_event, w.payload AS resume_payload,
@@ -21,4 +25,5 @@ FROM stack LEFT JOIN LATERAL (
     SELECT * FROM {schema}.wait_records w
     WHERE w.run_id = r.id AND w.status = 'RESUMING'
     ORDER BY w.claimed_at LIMIT 1) w ON true
-  WHERE r.id = $2::uuid) run ON stack.locked
+  WHERE r.id = stack.run_id::uuid) run ON stack.locked
+ORDER BY stack.position

@@ -7,6 +7,13 @@
 -- and the lease count from statement_timestamp(), not now(): a transactional
 -- step's transaction may have started long before this statement. A commit
 -- ends any streak of expired leases.
+-- $16, when not null, is the schema of the stack lock key (stack_try_lock):
+-- a checkpoint that lands then releases this session's stack lock of the
+-- run too, so that a slot whose run parks needs no round trip of its own
+-- for it. Safe before the commit: the updated row stays locked until then,
+-- so no claim, signal or cancel can touch the run in between. Last in the
+-- select list, after everything that could fail the statement; only for
+-- autocommit, since a rolled-back transaction would not take it back.
 -- Limits: a checkpoint carrying the run forward with a context or output over
 -- max_context_bytes is refused (SQLSTATE 54000); one that fails, cancels or
 -- unwinds the run always lands, so a refused run can record its failure. One
@@ -90,5 +97,8 @@ SELECT u.version, u.status,
        {schema}.append_events(CASE WHEN u.over
          THEN $13::jsonb || {schema}.failure_events($1::uuid, $4, $6, u.code, u.error, $14::jsonb)
          ELSE $13::jsonb END),
-       u.code
+       u.code,
+       CASE WHEN $16::text IS NOT NULL
+            THEN pg_advisory_unlock(hashtextextended($16::text || ':stack:' || $1::uuid::text, 0))
+       END AS stack_released
 FROM updated u

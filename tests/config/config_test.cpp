@@ -632,6 +632,7 @@ std::map<std::string, std::string> SampleValues(const fs::path& dir) {
       {"worker.poll_interval", "2s"},
       {"worker.lease", "40s"},
       {"worker.claim_batch", "3"},
+      {"worker.batch_size", "16"},
       {"worker.shutdown_grace", "20s"},
       {"worker.listen", "false"},
       {"plugins.directories", "[" + (dir / "plugins").string() + "]"},

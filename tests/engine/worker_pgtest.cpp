@@ -108,6 +108,17 @@ constexpr const char* kWorkflows = R"(workflows:
           initial_backoff: 10ms
           max_backoff: 10ms
           jitter: 0
+      - name: after
+        run: noop
+
+  - name: undo
+    version: 1
+    steps:
+      - name: a
+        run: record_attempt
+        compensate: noop
+      - name: b
+        run: fail_permanent
 )";
 
 // The plugins live for the whole process and are never unloaded: a step
@@ -641,6 +652,146 @@ TEST_F(WorkerTest, RetentionDeletesOldFinishedRunsAndKeepsTheRest) {
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + old_run + "'"), 0);
   EXPECT_EQ(Status(recent_run), "completed");
   EXPECT_GT(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + recent_run + "'"), 0);
+}
+
+// ---------------------------------------------------------------- batch mode
+
+class BatchModeTest : public WorkerTest {
+ protected:
+  // Runs can start before a worker does, so that one claim takes them all.
+  void SetUp() override {
+    WorkerTest::SetUp();
+    if (HasFatalFailure()) return;
+    conn().Transact([&](store::Tx& tx) {
+      for (const auto* d : definitions_.All()) {
+        store::RegisterDefinition(tx, {d->hash, d->name, d->version, d->FirstStep(), ToJson(*d)});
+      }
+    });
+  }
+
+  // One slot, so that one batch holds every run started before it.
+  WorkerOptions BatchOptions(int batch_size) {
+    WorkerOptions options = Options();
+    options.concurrency = 1;
+    options.batch_size = batch_size;
+    return options;
+  }
+
+  static std::string IdList(const std::vector<std::string>& run_ids) {
+    std::string ids;
+    for (const auto& id : run_ids) ids += (ids.empty() ? "'" : ",'") + id + "'";
+    return ids;
+  }
+
+  // Transactions that committed the runs' step_committed events: rows one
+  // transaction inserted share its xmin.
+  int64_t CommitTransactions(const std::vector<std::string>& run_ids) {
+    return SqlInt("SELECT count(DISTINCT xmin::text) FROM {s}.run_events WHERE kind = "
+                  "'step_committed' AND run_id IN (" +
+                  IdList(run_ids) + ")");
+  }
+
+  // Stack locks of these runs that some session holds (the key of
+  // stack_try_lock, as pg_locks splits it).
+  int64_t StackLocksHeld(const std::vector<std::string>& run_ids) {
+    return SqlInt(
+        "SELECT count(*) FROM pg_locks l, unnest(ARRAY[" + IdList(run_ids) +
+        "]) id WHERE l.locktype = 'advisory' AND l.granted AND "
+        "((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('" +
+        schema() + ":stack:' || id, 0)");
+  }
+};
+
+TEST_F(BatchModeTest, ARoundOfStepsOfManyRunsCommitsInOneTransaction) {
+  std::vector<std::string> runs;
+  for (int i = 0; i < 8; ++i) runs.push_back(StartRun("three", {{"fields", {{"i", i}}}}));
+  Worker& worker = StartWorker(BatchOptions(8));
+
+  for (const auto& id : runs) {
+    ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
+    EXPECT_THAT(CommittedSteps(id), ElementsAre("s1", "s2", "s3")) << Describe(id);
+    EXPECT_EQ(EventsOf(id, "completed").size(), 1u) << Describe(id);
+  }
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(GetRun(runs[i]).output.value_or(Json())["i"], i) << Describe(runs[i]);
+  }
+  // 24 steps; one run at a time would take 24 transactions. One claim of
+  // all 8 takes 3 rounds; a claim that found only some of them started
+  // takes a few more.
+  EXPECT_LE(CommitTransactions(runs), 6);
+  EXPECT_EQ(worker.Stats().lost, 0);
+  // Every stack lock was let go, and the test's key matches the store's.
+  EXPECT_EQ(StackLocksHeld(runs), 0);
+  auto holder = Open();
+  ASSERT_TRUE(holder->TryLockStack(runs[0]));
+  EXPECT_EQ(StackLocksHeld(runs), 1);
+  holder->UnlockStack(runs[0]);
+}
+
+// A cancel that lands while the round's first step runs bumps that run's
+// version: the round's transaction conflicts and rolls back, each checkpoint
+// then commits alone, and only the cancelled run loses its step.
+TEST_F(BatchModeTest, ARunCancelledDuringARoundCostsTheOtherRunsNothing) {
+  std::vector<std::string> runs;
+  for (int i = 0; i < 4; ++i) runs.push_back(StartRun("two", {{"sleep_ms", 500}}));
+  Worker& worker = StartWorker(BatchOptions(4));
+  // Claimed, locked and read at once; the round's four sleeps take 2 s, the
+  // first run's first.
+  ASSERT_TRUE(Eventually([&] { return Status(runs[0]) == "running"; })) << Describe(runs[0]);
+  std::this_thread::sleep_for(250ms);
+  const CancelResult cancel =
+      conn().Transact([&](store::Tx& tx) { return store::CancelRun(tx, runs[0], "test"); });
+  ASSERT_EQ(cancel.outcome, CancelOutcome::kCancelled);
+
+  for (int i = 1; i < 4; ++i) {
+    ASSERT_TRUE(EventuallyStatus(runs[i], "completed")) << Describe(runs[i]);
+    EXPECT_THAT(CommittedSteps(runs[i]), ElementsAre("first", "second")) << Describe(runs[i]);
+  }
+  EXPECT_EQ(Status(runs[0]), "cancelled");
+  EXPECT_TRUE(CommittedSteps(runs[0]).empty()) << Describe(runs[0]);
+  ASSERT_TRUE(Eventually([&] { return worker.Stats().parked == 3; }));
+  EXPECT_EQ(worker.Stats().lost, 1) << "only the cancelled run's step is lost";
+  // The others' first steps committed one by one, their second ones together.
+  EXPECT_EQ(CommitTransactions({runs[1], runs[2], runs[3]}), 4);
+}
+
+// A transactional step commits its own writes with its checkpoint, alone;
+// the other runs of its round commit together.
+TEST_F(BatchModeTest, TransactionalStepsCommitTheirWritesOnceBesideTheRound) {
+  Sql("CREATE TABLE {s}.sink (run_id text, attempt integer)");
+  const std::string table = schema() + ".sink";
+  std::vector<std::string> inserts;
+  std::vector<std::string> plain;
+  for (int i = 0; i < 3; ++i) {
+    inserts.push_back(StartRun("insert", {{"table", table}}));
+    plain.push_back(StartRun("three"));
+  }
+  StartWorker(BatchOptions(6));
+
+  for (const auto& id : inserts) {
+    ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
+    EXPECT_THAT(CommittedSteps(id), ElementsAre("insert", "after")) << Describe(id);
+    EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.sink WHERE run_id = '" + id + "'"), 1);
+  }
+  for (const auto& id : plain) {
+    ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
+    EXPECT_THAT(CommittedSteps(id), ElementsAre("s1", "s2", "s3")) << Describe(id);
+  }
+}
+
+// A step that fails for good unwinds its run through its compensation, in
+// the batch as alone.
+TEST_F(BatchModeTest, FailingRunsCompensateTheirCommittedSteps) {
+  std::vector<std::string> runs;
+  for (int i = 0; i < 4; ++i) runs.push_back(StartRun("undo"));
+  StartWorker(BatchOptions(4));
+
+  for (const auto& id : runs) {
+    ASSERT_TRUE(EventuallyStatus(id, "failed")) << Describe(id);
+    EXPECT_THAT(Lifecycle(id), ElementsAre("step_committed", "failed", "compensating",
+                                           "compensated", "compensations_done"))
+        << Describe(id);
+  }
 }
 
 }  // namespace

@@ -1146,6 +1146,78 @@ TEST_F(StoreStackLock, LockStackAndLoadRunTakesTheSameLockAndReadsTheRun) {
   EXPECT_EQ(AdvisoryLocksOf(conn().BackendPid()), 0);
 }
 
+// A batch slot's one statement: a result per run in their order, each lock
+// taken or not on its own.
+TEST_F(StoreStackLock, LockStacksAndLoadRunsTakesEachLockOnItsOwn) {
+  cairn::Run first = CreateRun();
+  cairn::Run taken = CreateRun();
+  cairn::Run third = CreateRun();
+  auto other = Open();
+  ASSERT_TRUE(other->TryLockStack(taken.id));
+  ASSERT_TRUE(conn().TryLockStack(third.id));  // held already: not taken twice
+
+  const std::vector<store::StackLockedRun> got =
+      store::LockStacksAndLoadRuns(conn(), {first.id, taken.id, third.id});
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_TRUE(got[0].locked);
+  ASSERT_TRUE(got[0].run.has_value());
+  EXPECT_EQ(got[0].run->run.id, first.id);
+  EXPECT_FALSE(got[1].locked);
+  EXPECT_FALSE(got[1].run.has_value());
+  EXPECT_TRUE(got[2].locked);
+  ASSERT_TRUE(got[2].run.has_value());
+  EXPECT_EQ(got[2].run->run.id, third.id);
+  EXPECT_EQ(AdvisoryLocksOf(conn().BackendPid()), 2);
+
+  // One unlock each for the first, two for the third.
+  conn().UnlockStacks({first.id, taken.id, third.id});
+  EXPECT_FALSE(other->TryLockStack(third.id)) << "one unlock of two released the lock";
+  EXPECT_TRUE(other->TryLockStack(first.id));
+  conn().UnlockStacks({third.id});
+  EXPECT_EQ(AdvisoryLocksOf(conn().BackendPid()), 0);
+  other->UnlockStacks({first.id, taken.id});
+}
+
+// A checkpoint that parks its run can let the slot's stack lock go in its
+// own statement: only when it lands, and only the session's last hold.
+TEST_F(StoreStackLock, ACheckpointThatLandsReleasesTheLastHoldOfTheStack) {
+  cairn::Run run = CreateRun();
+  auto other = Open();
+  cairn::Checkpoint done;
+  done.run_id = run.id;
+  done.status = RunStatus::kCompleted;
+  auto save = [&](int64_t version) {
+    done.expected_version = version;
+    return conn().Autocommit(
+        [&](store::Tx& tx) { return store::SaveCheckpoint(tx, done, {}, true); });
+  };
+
+  // Stale: nothing lands, the lock stays.
+  ASSERT_TRUE(conn().TryLockStack(run.id));
+  EXPECT_THROW(save(run.version + 5), OccConflictError);
+  EXPECT_TRUE(conn().HoldsStack(run.id));
+  EXPECT_EQ(AdvisoryLocksOf(conn().BackendPid()), 1);
+
+  // Held twice: the checkpoint lands and the session keeps the lock.
+  ASSERT_TRUE(conn().TryLockStack(run.id));
+  done.status = RunStatus::kRunning;
+  done.lease_owner = "worker-1";
+  const int64_t second = save(run.version).version;
+  EXPECT_TRUE(conn().HoldsStack(run.id));
+  EXPECT_FALSE(other->TryLockStack(run.id));
+  conn().UnlockStack(run.id);
+
+  // The last hold goes with the checkpoint: no unlock round trip left.
+  done.status = RunStatus::kCompleted;
+  done.lease_owner.reset();
+  save(second);
+  EXPECT_FALSE(conn().HoldsStack(run.id));
+  EXPECT_EQ(AdvisoryLocksOf(conn().BackendPid()), 0);
+  EXPECT_EQ(RunColumn(run.id, "status"), "completed");
+  EXPECT_TRUE(other->TryLockStack(run.id));
+  other->UnlockStack(run.id);
+}
+
 TEST_F(StoreStackLock, ReleasedOnEveryPathOutOfTheScope) {
   cairn::Run run = CreateRun();
   auto other = Open();
