@@ -184,6 +184,10 @@ class Bench {
     int slots = 0;
     int64_t rss_bytes = 0;
     int64_t step_process_rss_bytes = 0;
+    // Proportional set sizes: what the daemon and its step processes take
+    // together, shared pages counted once.
+    int64_t pss_bytes = 0;
+    int64_t step_process_pss_bytes = 0;
     int step_processes = 0;
     double ready_ms = 0;
   };

@@ -77,8 +77,10 @@ Bench::DaemonFigures Bench::MeasureDaemon() {
       Sleep(settings_.idle_wait);
       const pid_t pid = fleet.front()->process().pid();
       figures.rss_bytes = bench::ResidentBytes(pid);
+      figures.pss_bytes = bench::ProportionalBytes(pid);
       for (pid_t child : bench::ChildrenOf(pid)) {
         figures.step_process_rss_bytes += bench::ResidentBytes(child);
+        figures.step_process_pss_bytes += bench::ProportionalBytes(child);
         ++figures.step_processes;
       }
     }

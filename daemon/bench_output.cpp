@@ -95,7 +95,9 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
   rows.push_back({"idle RSS", bench::FormatFleet(1, daemon_.slots),
                   bench::FormatMiB(daemon_.rss_bytes) + " + " +
                       bench::FormatMiB(daemon_.step_process_rss_bytes) + " in " +
-                      std::to_string(daemon_.step_processes) + " step processes",
+                      std::to_string(daemon_.step_processes) + " step processes (PSS " +
+                      bench::FormatMiB(daemon_.pss_bytes) + " + " +
+                      bench::FormatMiB(daemon_.step_process_pss_bytes) + ")",
                   "", "", "", ""});
   rows.push_back({"start to READY=1 (sd_notify)", bench::FormatFleet(1, daemon_.slots),
                   bench::FormatMillis(daemon_.ready_ms) + " ms", "", "", "", ""});
@@ -201,6 +203,8 @@ Json Bench::ReportJson(const bench::Machine& machine, double load_before, double
                       {"idle_rss_bytes", daemon_.rss_bytes},
                       {"idle_step_process_rss_bytes", daemon_.step_process_rss_bytes},
                       {"step_processes", daemon_.step_processes},
+                      {"idle_pss_bytes", daemon_.pss_bytes},
+                      {"idle_step_process_pss_bytes", daemon_.step_process_pss_bytes},
                       {"start_to_ready_ms", daemon_.ready_ms}};
   return result;
 }

@@ -259,6 +259,11 @@ int64_t ResidentBytes(pid_t pid) {
   return rss.empty() ? 0 : std::strtoll(rss.c_str(), nullptr, 10) * 1024;  // "1234 kB"
 }
 
+int64_t ProportionalBytes(pid_t pid) {
+  const std::string pss = ProcField("/proc/" + std::to_string(pid) + "/smaps_rollup", "Pss");
+  return pss.empty() ? 0 : std::strtoll(pss.c_str(), nullptr, 10) * 1024;  // "1234 kB"
+}
+
 std::vector<pid_t> ChildrenOf(pid_t pid) {
   std::vector<pid_t> children;
   DIR* proc = ::opendir("/proc");

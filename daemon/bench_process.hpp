@@ -82,6 +82,10 @@ std::string FindExecutable(const std::string& name, const std::string& fallback_
 // Resident memory of a process (VmRSS), and of its child processes (their
 // VmRSS added up); 0 when gone.
 int64_t ResidentBytes(pid_t pid);
+// Its proportional set size: each page it shares counted as its share, so
+// that processes sharing the binary's and libraries' pages (a daemon and
+// its step processes) add up to the memory they take together.
+int64_t ProportionalBytes(pid_t pid);
 std::vector<pid_t> ChildrenOf(pid_t pid);
 
 // The machine, for the report: the processor's model name, cores, memory,

@@ -147,6 +147,12 @@ TEST_F(BenchCommand, QuickRunReportsEveryFigureAndDropsItsSchema) {
   EXPECT_GT(report["claim_latency"][1]["finished_runs"].get<int64_t>(), 0);
 
   EXPECT_GT(report["daemon"]["idle_rss_bytes"].get<int64_t>(), 0);
+  // Shared pages counted once: never more than the resident sets.
+  EXPECT_GT(report["daemon"]["idle_pss_bytes"].get<int64_t>(), 0);
+  EXPECT_LE(report["daemon"]["idle_pss_bytes"].get<int64_t>(),
+            report["daemon"]["idle_rss_bytes"].get<int64_t>());
+  EXPECT_LE(report["daemon"]["idle_step_process_pss_bytes"].get<int64_t>(),
+            report["daemon"]["idle_step_process_rss_bytes"].get<int64_t>());
   EXPECT_GT(report["daemon"]["start_to_ready_ms"].get<double>(), 0);
 }
 

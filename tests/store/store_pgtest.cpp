@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "pg_session.hpp"
 #include "store_fixture.hpp"
 
 namespace cairn::test {
@@ -616,6 +617,29 @@ TEST_F(StoreHistory, EventsRoundTripEveryField) {
   EXPECT_EQ(page.events[1].value, std::optional<Json>(Json{{"i", 5}}));
   EXPECT_FALSE(page.events[1].created_at.empty());
   EXPECT_FALSE(page.next_position.has_value());
+}
+
+// History holds no foreign key to its run (migration 17): an event's insert
+// takes no lock on the run's row, which cost a WAL record per event, and
+// deleting a run still deletes its history.
+TEST_F(StoreHistory, AnEventLocksNotItsRunAndGoesWithTheRun) {
+  cairn::Run run = CreateRun();
+  cairn::Run kept = CreateRun();
+  // The run's row locked as a claim or a checkpoint locks it.
+  PgSession holder(url());
+  holder.Value("BEGIN");
+  holder.Value(InSchema("SELECT id FROM {s}.runs WHERE id = $1 FOR UPDATE"), {run.id});
+  PgSession writer(url());
+  writer.Value("SET lock_timeout = '500ms'");
+  EXPECT_NO_THROW(writer.Value(InSchema("INSERT INTO {s}.run_events (run_id, kind) VALUES "
+                                        "($1, 'test'), ($2, 'test')"),
+                               {run.id, kept.id}));
+  holder.Value("ROLLBACK");
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events"), 2);
+
+  Sql("DELETE FROM {s}.runs WHERE id = '" + run.id + "'");
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + run.id + "'"), 0);
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + kept.id + "'"), 1);
 }
 
 TEST_F(StoreHistory, AppendEventsCommitsAndRollsBackWithTheCallersTransaction) {
