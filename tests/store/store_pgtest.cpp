@@ -642,6 +642,17 @@ TEST_F(StoreHistory, AnEventLocksNotItsRunAndGoesWithTheRun) {
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + kept.id + "'"), 1);
 }
 
+// Every event writes one index entry (migration 17): the primary key is
+// what history is read by, a run's events in order.
+TEST_F(StoreHistory, OneIndexHoldsHistoryItsPrimaryKeyByRunAndPosition) {
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + schema() +
+                   "' AND tablename = 'run_events'"),
+            1);
+  EXPECT_EQ(Sql("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = "
+                "'{s}.run_events'::regclass AND contype = 'p'"),
+            "PRIMARY KEY (run_id, \"position\")");
+}
+
 TEST_F(StoreHistory, AppendEventsCommitsAndRollsBackWithTheCallersTransaction) {
   cairn::Run run = CreateRunningRun();
   EXPECT_THROW(conn().Transact([&](store::Tx& tx) {
