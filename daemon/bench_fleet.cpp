@@ -71,8 +71,7 @@ std::unique_ptr<Bench::Daemon> Bench::Spawn(int slots, bool listen, int batch_si
   if (!config_.database.url.empty()) env.push_back("CAIRN_DATABASE_URL=" + config_.database.url);
   return std::make_unique<Daemon>(
       std::vector<std::string>{executable_, "run", "--config",
-                               DaemonConfigFile(slots, listen, batch_size),
-                               "--worker-id", id},
+                               DaemonConfigFile(slots, listen, batch_size), "--worker-id", id},
       bench::ChildEnvironment(env), temp_->path() + "/" + id + ".log", std::move(socket));
 }
 

@@ -48,7 +48,8 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
     const double workflows = static_cast<double>(t.runs) / t.seconds;
     const auto& ceiling = pgbench_runs_.at(t.workers * t.slots);
     rows.push_back(
-        {std::string(kThroughputWorkflow) + (t.batch_size > 1 ? " throughput, batch mode" : " throughput"),
+        {std::string(kThroughputWorkflow) +
+             (t.batch_size > 1 ? " throughput, batch mode" : " throughput"),
          bench::FormatFleet(t.workers, t.slots, t.batch_size),
          bench::FormatRate(steps) + " steps/s, " + bench::FormatRate(workflows) + " workflows/s",
          bench::FormatRate(ceiling.tps) + " steps/s", bench::FormatRatio(steps / ceiling.tps),

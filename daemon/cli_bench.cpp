@@ -83,8 +83,8 @@ Settings ReadSettings(const po::variables_map& vm) {
   }
   if (vm.count("workers")) s.workers = ParseList("workers", vm["workers"].as<std::string>(), 8);
   if (vm.count("batch-sizes")) {
-    s.batch_sizes = ParseList("batch-sizes", vm["batch-sizes"].as<std::string>(),
-                              config::kMaxBatchSize);
+    s.batch_sizes =
+        ParseList("batch-sizes", vm["batch-sizes"].as<std::string>(), config::kMaxBatchSize);
   }
   if (vm.count("concurrency")) {
     s.concurrency = ParseList("concurrency", vm["concurrency"].as<std::string>(), 1024);

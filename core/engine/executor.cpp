@@ -134,8 +134,7 @@ Executor::CommittedPlan Executor::Commit(store::Tx& tx, StepPlan& plan, bool rel
     (*started->value)["id"] = store::StartChildRun(tx, plan.checkpoint.run_id, report_to, child);
     ++started;
   }
-  committed.checkpoint =
-      store::SaveCheckpoint(tx, plan.checkpoint, plan.events, release_stack);
+  committed.checkpoint = store::SaveCheckpoint(tx, plan.checkpoint, plan.events, release_stack);
   for (const auto& [key, payload] : plan.signals) {
     committed.signals.push_back(store::Signal(tx, key, payload));
   }
@@ -410,10 +409,9 @@ void Executor::Advance(Turn& turn, const std::atomic<bool>& stopping) {
   // An unwinding run's waits were cancelled or expired: it resumes from none.
   // Past the claim, the deadline is the checkpoint's to enforce: one that
   // commits after it ends the run (save_checkpoint).
-  StepResult result =
-      run.final_status
-          ? RunCompensation(run, *turn.workflow, turn.step_name)
-          : RunForwardStep(run, *turn.workflow, turn.resume, turn.past_deadline, turn.step_name);
+  StepResult result = run.final_status ? RunCompensation(run, *turn.workflow, turn.step_name)
+                                       : RunForwardStep(run, *turn.workflow, turn.resume,
+                                                        turn.past_deadline, turn.step_name);
   turn.past_deadline = false;
   if (result.end != StepResult::End::kDeferred) Finish(turn, std::move(result));
 }
@@ -467,13 +465,12 @@ Executor::StepResult Executor::RunForwardStep(Run& run, const WorkflowDefinition
   }
   // Copies, not references, of what the planner needs: a batch round may
   // call it after this returns.
-  return RunStep(run, workflow, *step,
-                 [this, &run, &workflow, step, resumption](const StepOutcome& outcome) {
-                   StepPlan plan =
-                       PlanStep(run, workflow, *step, outcome, JitterSample(), options_.lease);
-                   if (resumption) AttachResume(plan, *resumption);
-                   return plan;
-                 });
+  return RunStep(
+      run, workflow, *step, [this, &run, &workflow, step, resumption](const StepOutcome& outcome) {
+        StepPlan plan = PlanStep(run, workflow, *step, outcome, JitterSample(), options_.lease);
+        if (resumption) AttachResume(plan, *resumption);
+        return plan;
+      });
 }
 
 Executor::StepResult Executor::RunCompensation(Run& run, const WorkflowDefinition& workflow,

@@ -8,8 +8,8 @@
 
 #include <chrono>
 #include <set>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "daemon_fixture.hpp"
@@ -102,8 +102,8 @@ TEST_F(BenchCommand, QuickRunReportsEveryFigureAndDropsItsSchema) {
     const std::string where = "throughput " + t["processes"].dump() + "x" +
                               t["slots_per_process"].dump() + "x" + t["batch_size"].dump();
     SCOPED_TRACE(where);
-    rows.insert({t["processes"].get<int>(), t["slots_per_process"].get<int>(),
-                 t["batch_size"].get<int>()});
+    rows.insert(
+        {t["processes"].get<int>(), t["slots_per_process"].get<int>(), t["batch_size"].get<int>()});
     if (t["batch_size"].get<int>() > 1) {
       // A round of a batch's steps is one commit: one run at a time costs
       // at least one a step.

@@ -686,19 +686,19 @@ class BatchModeTest : public WorkerTest {
   // Transactions that committed the runs' step_committed events: rows one
   // transaction inserted share its xmin.
   int64_t CommitTransactions(const std::vector<std::string>& run_ids) {
-    return SqlInt("SELECT count(DISTINCT xmin::text) FROM {s}.run_events WHERE kind = "
-                  "'step_committed' AND run_id IN (" +
-                  IdList(run_ids) + ")");
+    return SqlInt(
+        "SELECT count(DISTINCT xmin::text) FROM {s}.run_events WHERE kind = "
+        "'step_committed' AND run_id IN (" +
+        IdList(run_ids) + ")");
   }
 
   // Stack locks of these runs that some session holds (the key of
   // stack_try_lock, as pg_locks splits it).
   int64_t StackLocksHeld(const std::vector<std::string>& run_ids) {
-    return SqlInt(
-        "SELECT count(*) FROM pg_locks l, unnest(ARRAY[" + IdList(run_ids) +
-        "]) id WHERE l.locktype = 'advisory' AND l.granted AND "
-        "((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('" +
-        schema() + ":stack:' || id, 0)");
+    return SqlInt("SELECT count(*) FROM pg_locks l, unnest(ARRAY[" + IdList(run_ids) +
+                  "]) id WHERE l.locktype = 'advisory' AND l.granted AND "
+                  "((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('" +
+                  schema() + ":stack:' || id, 0)");
   }
 };
 
