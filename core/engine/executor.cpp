@@ -295,9 +295,11 @@ std::vector<ExecutionEnd> Executor::ExecuteBatch(const std::vector<store::Claime
   while (std::any_of(turns.begin(), turns.end(), [](const Turn& t) { return !t.end; })) {
     std::vector<Deferred> round;
     std::vector<Turn*> deferred_turns;
+    std::vector<Turn*> active;
     round_ = &round;
     for (Turn& turn : turns) {
       if (turn.end) continue;
+      active.push_back(&turn);
       const size_t before = round.size();
       try {
         Advance(turn, stopping);
@@ -309,15 +311,17 @@ std::vector<ExecutionEnd> Executor::ExecuteBatch(const std::vector<store::Claime
     }
     round_ = nullptr;
     std::vector<StepResult> results = CommitRound(round);
-    std::vector<std::string> parked;
     for (size_t i = 0; i < results.size(); ++i) {
       Finish(*deferred_turns[i], std::move(results[i]));
-      if (deferred_turns[i]->end) parked.push_back(deferred_turns[i]->run.id);
     }
-    // Runs that are done let their stacks go now, not when the batch ends: a
-    // signal may already have made one due for another worker.
+    // Runs whose turn ended this round let their stacks go now, not when the
+    // batch ends: a signal may already have made one due for another worker.
+    std::vector<std::string> ended;
+    for (const Turn* turn : active) {
+      if (turn->end) ended.push_back(turn->run.id);
+    }
     try {
-      if (!parked.empty()) connection_->UnlockStacks(parked);
+      if (!ended.empty()) connection_->UnlockStacks(ended);
     } catch (const std::exception& e) {
       spdlog::warn("batch: releasing stack locks failed: {}", e.what());
     }
