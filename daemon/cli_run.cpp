@@ -348,6 +348,11 @@ int RunDaemon(const std::vector<std::string>& args) {
                RedactDatabaseUrl(config.database.url), config.database.schema,
                plugins->List().size(), definitions.size());
   StopStack stops;
+  // Unwound last: the warm-up may still be starting step processes, and
+  // they log.
+  if (plugins->processes() != nullptr) {
+    stops.Push("step process warm-up", [&plugins] { plugins->processes()->StopWarmUp(); });
+  }
   Worker worker(worker_options, definitions, *plugins);
   if (metrics) {
     metrics->OnScrape([&worker, &m = *metrics] {
@@ -457,13 +462,15 @@ int RunDaemon(const std::vector<std::string>& args) {
     }
   }
   stopper.join();
-  spdlog::shutdown();
   if (!clean) {
     // Steps still running belong to detached threads: leave without running
     // destructors under their feet.
+    spdlog::shutdown();
     std::cout.flush();
     std::_Exit(kExitOk);
   }
+  // The loggers stay: the destructors of what this function holds may log.
+  spdlog::default_logger()->flush();
   return kExitOk;
 }
 

@@ -238,7 +238,7 @@ StepProcesses::StepProcesses(StepProcessOptions options) : options_(std::move(op
 }
 
 StepProcesses::~StepProcesses() {
-  if (warmer_.joinable()) warmer_.join();
+  StopWarmUp();
   {
     std::lock_guard lock(spawner_mutex_);
     spawner_stop_ = true;
@@ -275,7 +275,13 @@ std::unique_ptr<StepProcesses::Process> StepProcesses::Spawn() {
 
 void StepProcesses::KeepReady(int count) {
   if (warmer_.joinable()) warmer_.join();
+  warm_up_stopped_ = false;
   warmer_ = std::thread([this, count] { FillIdle(count); });
+}
+
+void StepProcesses::StopWarmUp() {
+  warm_up_stopped_ = true;
+  if (warmer_.joinable()) warmer_.join();
 }
 
 void StepProcesses::FillIdle(int count) {
@@ -290,6 +296,7 @@ void StepProcesses::FillIdle(int count) {
   std::vector<std::unique_ptr<Process>> launched;
   try {
     for (size_t i = idle; i < static_cast<size_t>(std::max(count, 0)); ++i) {
+      if (warm_up_stopped_.load()) break;
       launched.push_back(Launch());
     }
     for (auto& process : launched) {

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -57,6 +58,10 @@ class StepProcesses : public std::enable_shared_from_this<StepProcesses> {
   // daemon's readiness does not wait for them. One that does not start is
   // warned about: a step that finds no idle process starts its own.
   void KeepReady(int count);
+  // Stops KeepReady's thread: no more processes are launched, those already
+  // launched are awaited, and the thread is joined. A daemon calls it as it
+  // stops, while logging still works.
+  void StopWarmUp();
 
   // Step processes started so far (a crashed or killed one is replaced).
   int64_t started() const;
@@ -87,6 +92,7 @@ class StepProcesses : public std::enable_shared_from_this<StepProcesses> {
   std::vector<std::unique_ptr<Process>> idle_;
   int64_t started_ = 0;
   std::thread warmer_;  // KeepReady's, joined before the processes go
+  std::atomic<bool> warm_up_stopped_{false};
   std::mutex spawner_mutex_;
   std::condition_variable spawner_wake_;
   std::deque<std::packaged_task<std::unique_ptr<Process>()>> launches_;

@@ -161,6 +161,18 @@ TEST_F(StepIsolation, EverySlotGetsAnIdleStepProcessOnceTheDaemonStarts) {
   Stop(*daemon);
 }
 
+// Stopped while it still starts its slots' step processes, a daemon waits
+// for them before it lets go of its logging: the warm-up used to log after
+// the loggers were gone, and the daemon died of SIGSEGV instead of exiting 0.
+TEST_F(StepIsolation, ADaemonStoppedWhileItsStepProcessesStartExitsCleanly) {
+  DaemonOptions o = With("process", "");
+  o.concurrency = 48;  // many more starts than the stop takes
+  DaemonProcess daemon(o);
+  ASSERT_TRUE(daemon.StartAndWaitReady()) << daemon.Log();
+  daemon.Terminate();
+  EXPECT_EQ(daemon.WaitExit(60s), 0) << daemon.Log();
+}
+
 TEST_F(StepIsolation, AWorkflowInStepProcessesSurvivesACrashUnderThreadIsolation) {
   auto daemon = StartDaemonWith("thread", "{crashing: process, in_processes: process}");
   const std::string crash = StartRun("crashing");
