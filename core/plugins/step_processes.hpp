@@ -9,8 +9,8 @@
 
 #include <sys/types.h>
 
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
