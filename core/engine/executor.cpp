@@ -416,7 +416,7 @@ Executor::StepResult Executor::RunStep(Run& run, const WorkflowDefinition& workf
       StepPlan plan;
       auto ended =
           connection_->Transact([&](store::Tx& tx) -> std::variant<CommittedPlan, StepOutcome> {
-            store::SetStatementTimeout(tx, step.timeout);
+            store::ApplyStepTransactionSettings(tx, step.timeout);
             auto sql = std::make_shared<TransactionStepSql>(tx);
             auto outcome = step_runner_.Invoke(plugin_step, call, sql, idempotency, step.timeout);
             auto sql_failure = sql->Close();

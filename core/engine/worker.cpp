@@ -77,10 +77,15 @@ Worker::~Worker() {
   if (started_) Stop();
 }
 
-std::unique_ptr<store::Connection> Worker::Connect(const std::string& role) {
+store::ConnectionOptions Worker::EngineSession(const std::string& role) const {
   store::ConnectionOptions connection = options_.connection;
   connection.application_name = "cairn " + role + " " + options_.worker_id;
-  return std::make_unique<store::Connection>(connection);
+  connection.generic_plans = true;
+  return connection;
+}
+
+std::unique_ptr<store::Connection> Worker::Connect(const std::string& role) {
+  return std::make_unique<store::Connection>(EngineSession(role));
 }
 
 void Worker::CheckServer(store::Connection& connection) const {
@@ -338,11 +343,9 @@ void Worker::SlotLoop(int slot) {
     try {
       if (!executor || !executor->Healthy() || executor_definitions != claimed.definitions) {
         executor.reset();
-        store::ConnectionOptions connection = options_.connection;
-        connection.application_name =
-            "cairn slot " + std::to_string(slot) + " " + options_.worker_id;
-        executor = std::make_unique<Executor>(connection, *claimed.definitions, steps_,
-                                              executor_options, leases_);
+        executor =
+            std::make_unique<Executor>(EngineSession("slot " + std::to_string(slot)),
+                                       *claimed.definitions, steps_, executor_options, leases_);
         executor_definitions = claimed.definitions;
       }
       ends = claimed.claims.size() == 1

@@ -131,6 +131,9 @@ class Worker {
   // a superuser role and a server short of free connections.
   void CheckServer(store::Connection& connection) const;
   void Wake();
+  // The options of the sessions that run the engine's own statements (the
+  // poller, the slots, start, reload and stop), named "cairn ROLE WORKER".
+  store::ConnectionOptions EngineSession(const std::string& role) const;
   std::unique_ptr<store::Connection> Connect(const std::string& role);
 
   WorkerOptions options_;

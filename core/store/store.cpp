@@ -138,7 +138,8 @@ Connection::Connection(ConnectionOptions options) : impl_(std::make_unique<Impl>
     auto bound = [&](std::chrono::milliseconds d) { return d.count() > 0 ? ms(d) : std::string(); };
     tx_impl.Exec("session_setup", impl_->options.application_name,
                  ms(impl_->options.idle_in_transaction_timeout),
-                 bound(impl_->options.statement_timeout), bound(impl_->options.lock_timeout));
+                 bound(impl_->options.statement_timeout), bound(impl_->options.lock_timeout),
+                 impl_->options.generic_plans);
   } catch (...) {
     RethrowObserved(impl_->options, "connect");
   }

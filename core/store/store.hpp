@@ -46,6 +46,9 @@ struct ConnectionOptions {
   // the session's own setting (role, database or the URL's options).
   std::chrono::milliseconds statement_timeout{0};
   std::chrono::milliseconds lock_timeout{0};
+  // Plan each prepared statement once, for a session that runs cairn's own
+  // statements many times (the poller, the slots); see session_setup.sql.
+  bool generic_plans = false;
   std::shared_ptr<SessionObserver> observer;  // null: nobody is told
 };
 
@@ -495,8 +498,10 @@ std::string DatabaseNowPlus(Tx& tx, std::chrono::milliseconds offset);
 // Transaction control (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, ...) is refused
 // with InvalidArgumentError.
 Json ExecuteStepSql(Tx& tx, const std::string& sql, const Json& params);
-// Bounds every statement of this transaction (a step's SQL included).
-void SetStatementTimeout(Tx& tx, std::chrono::milliseconds timeout);
+// Opens a transactional step's transaction: every statement of it (the
+// step's SQL included) is bounded by timeout, and the step's SQL is planned
+// as the session would plan it without generic_plans.
+void ApplyStepTransactionSettings(Tx& tx, std::chrono::milliseconds timeout);
 
 // Retrying transient failures (serialization failures, deadlocks, lost
 // connections, admin shutdown). Everything else, kInDoubt included, is thrown

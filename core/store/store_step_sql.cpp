@@ -64,8 +64,8 @@ Json ExecuteStepSql(Tx& tx, const std::string& sql, const Json& params) {
   return rows;
 }
 
-void SetStatementTimeout(Tx& tx, std::chrono::milliseconds timeout) {
-  Internal(tx).Exec("set_statement_timeout", std::to_string(timeout.count()) + "ms");
+void ApplyStepTransactionSettings(Tx& tx, std::chrono::milliseconds timeout) {
+  Internal(tx).Exec("step_transaction_settings", std::to_string(timeout.count()) + "ms");
 }
 
 }  // namespace cairn::store

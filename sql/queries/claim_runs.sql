@@ -10,14 +10,26 @@
 -- check is a filter on the rows the index hands over, so it costs nothing
 -- while they are of served definitions. MATERIALIZED keeps each LIMIT
 -- honest (PostgreSQL bug #15715: a plain IN (subquery) can claim more than
--- asked). The version bump fences any earlier holder.
+-- asked). The version bump fences any earlier holder. The runs come back
+-- in the claim's order, which is the order a batch takes them in: an
+-- UPDATE's RETURNING has none of its own, and the plan decides it.
 -- A queue with a row in queue_limits (migration 11) gets at most its room:
 -- max_running less its running runs, and no more runs than its bucket has
 -- tokens (each claimed run's first step spends one; step_tokens tells the
 -- executor to take one for each further step). Its row stays locked until
 -- the claim commits, so claims of one limited queue take turns, in queue
 -- order. Queues without a row cost one probe of queue_limits' primary key.
-WITH limited AS MATERIALIZED (
+-- The claim commits without waiting for its WAL to reach the disk
+-- (synchronous_commit off, for this transaction only): one flush less per
+-- run. Nothing in it needs to outlive a crash of the server. A claim that
+-- such a crash takes back leaves its runs due, as they were, and takes the
+-- sessions that could act on it down with it: a slot that reconnects reads
+-- the run again and leaves it if its version moved. Every commit that must
+-- last (a checkpoint, a signal) flushes the WAL up to itself, so a claim
+-- that anything durable builds on is on disk first.
+WITH no_flush AS MATERIALIZED (
+  SELECT set_config('synchronous_commit', 'off', true)),
+limited AS MATERIALIZED (
   SELECT * FROM {schema}.queue_limits WHERE queue = ANY($1::text[])
   ORDER BY queue
   FOR UPDATE),
@@ -29,7 +41,8 @@ room AS MATERIALIZED (
   FROM limited),
 quota AS MATERIALIZED (
   SELECT q.queue, coalesce(room.room, $3) AS room
-  FROM (SELECT DISTINCT unnest($1::text[]) AS queue) q LEFT JOIN room USING (queue)),
+  FROM (SELECT DISTINCT unnest($1::text[]) AS queue) q CROSS JOIN no_flush
+       LEFT JOIN room USING (queue)),
 due AS MATERIALIZED (
   SELECT d.* FROM quota CROSS JOIN LATERAL (
     SELECT id, priority, run_at FROM {schema}.runs
@@ -57,3 +70,4 @@ spent AS (
   WHERE l.queue = c.queue AND l.rate_per_second IS NOT NULL)
 SELECT c.*, coalesce(room.step_tokens, false) AS step_tokens
 FROM claimed c LEFT JOIN room USING (queue)
+ORDER BY c.priority DESC, c.run_at, c.id

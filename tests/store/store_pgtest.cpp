@@ -1404,6 +1404,115 @@ TEST_F(StoreClaim, SkipsRunsAnotherClaimHoldsLocked) {
   EXPECT_EQ(Claim({"default"}, 2), std::vector<std::string>{first});
 }
 
+// A batch takes its runs in the order the claim returns them: the claim's
+// own, by priority, then due time, whatever the plan (here the engine's
+// generic one).
+TEST_F(StoreClaim, ReturnsItsRunsInTheClaimsOrder) {
+  const std::string low = Ready("default", 0, -60);
+  const std::string high = Ready("default", 9, -1);
+  const std::string middle_later = Ready("default", 5, -5);
+  const std::string middle = Ready("default", 5, -30);
+  store::ConnectionOptions options;
+  options.url = url();
+  options.schema = schema();
+  options.generic_plans = true;
+  store::Connection engine(options);
+  for (int i = 0; i < 3; ++i) {
+    const auto claims = engine.Transact([](store::Tx& tx) {
+      tx.RollBackOnReturn();
+      return store::ClaimRuns(tx, {"default"}, {"hash-1"}, 4, "worker-1", 30s);
+    });
+    std::vector<std::string> order;
+    for (const auto& claim : claims) order.push_back(claim.run.id);
+    EXPECT_EQ(order, (std::vector<std::string>{high, middle, middle_later, low}));
+  }
+}
+
+// The claim's transaction commits without waiting for a WAL flush; the
+// session's next transaction (a checkpoint) waits for it again.
+TEST_F(StoreClaim, CommitsWithoutWaitingForTheWalFlushAndOnlyItself) {
+  Ready("default", 0, -1);
+  const auto synchronous_commit = [](store::Tx& tx) {
+    return store::ExecuteStepSql(tx, "SELECT current_setting('synchronous_commit') AS value",
+                                 nullptr)[0]["value"]
+        .get<std::string>();
+  };
+  EXPECT_EQ(conn().Transact([&](store::Tx& tx) {
+    EXPECT_EQ(store::ClaimRuns(tx, {"default"}, {"hash-1"}, 1, "worker-1", 30s).size(), 1u);
+    return synchronous_commit(tx);
+  }),
+            "off");
+  EXPECT_EQ(conn().Transact(synchronous_commit), "on");
+}
+
+// ---------------------------------------------------------------- session plans
+
+class StoreSessionPlans : public StoreTest {
+ protected:
+  std::unique_ptr<store::Connection> OpenSession(bool generic_plans) const {
+    store::ConnectionOptions options;
+    options.url = url();
+    options.schema = schema();
+    options.generic_plans = generic_plans;
+    return std::make_unique<store::Connection>(options);
+  }
+
+  // The claim, run seven times on `connection`: its plans, generic and custom.
+  static std::pair<int64_t, int64_t> ClaimPlans(store::Connection& connection) {
+    for (int i = 0; i < 7; ++i) {
+      connection.Transact(
+          [](store::Tx& tx) { store::ClaimRuns(tx, {"default"}, {"hash-1"}, 1, "worker-1", 30s); });
+    }
+    const Json plans = connection.Transact([](store::Tx& tx) {
+      return store::ExecuteStepSql(tx,
+                                   "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                                   "WHERE name = 'claim_runs'",
+                                   nullptr);
+    });
+    return {plans[0]["generic_plans"].get<int64_t>(), plans[0]["custom_plans"].get<int64_t>()};
+  }
+
+  static std::string PlanCacheMode(store::Tx& tx) {
+    return store::ExecuteStepSql(tx, "SELECT current_setting('plan_cache_mode') AS mode",
+                                 nullptr)[0]["mode"]
+        .get<std::string>();
+  }
+};
+
+// A session of the engine plans the claim once; any other session leaves it
+// to PostgreSQL, which plans each of the first five executions anew.
+TEST_F(StoreSessionPlans, AnEngineSessionPlansEachStatementOnce) {
+  EXPECT_EQ(ClaimPlans(*OpenSession(true)), std::make_pair(int64_t{7}, int64_t{0}));
+  EXPECT_GE(ClaimPlans(*OpenSession(false)).second, 5);
+}
+
+// A transactional step's own SQL is planned as the session would plan it
+// without cairn; the engine's next statements are generic again.
+TEST_F(StoreSessionPlans, AStepsOwnSqlIsPlannedAsWithoutCairn) {
+  auto session = OpenSession(true);
+  EXPECT_EQ(session->Transact([](store::Tx& tx) {
+    store::ApplyStepTransactionSettings(tx, 5s);
+    return PlanCacheMode(tx);
+  }),
+            "auto");
+  EXPECT_EQ(session->Transact(PlanCacheMode), "force_generic_plan");
+}
+
+// An operator who chose a plan_cache_mode (here through PGOPTIONS, as the
+// URL's options or the role's settings would) keeps it, for cairn's
+// statements and for a step's SQL.
+TEST_F(StoreSessionPlans, AnOperatorsOwnPlanCacheModeIsKept) {
+  setenv("PGOPTIONS", "-c plan_cache_mode=force_custom_plan", 1);
+  auto session = OpenSession(true);
+  unsetenv("PGOPTIONS");
+  EXPECT_EQ(session->Transact(PlanCacheMode), "force_custom_plan");
+  EXPECT_EQ(session->Transact([](store::Tx& tx) {
+    store::ApplyStepTransactionSettings(tx, 5s);
+    return PlanCacheMode(tx);
+  }),
+            "force_custom_plan");
+}
+
 // ---------------------------------------------------------------- next due
 
 class StoreNextDue : public StoreTest {

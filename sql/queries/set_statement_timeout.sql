@@ -1,1 +1,0 @@
-SELECT set_config('statement_timeout', $1, true)

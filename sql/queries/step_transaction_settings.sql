@@ -1,0 +1,6 @@
+-- The settings of a transactional step's transaction: its statements end at
+-- the step's timeout ($1), and its own SQL is planned as the session would
+-- plan it without cairn (session_setup.sql), not with the generic plans of
+-- cairn's statements.
+SELECT set_config('statement_timeout', $1, true),
+       set_config('plan_cache_mode', current_setting('cairn.session_plan_cache_mode'), true)
