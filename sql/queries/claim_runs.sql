@@ -12,7 +12,10 @@
 -- honest (PostgreSQL bug #15715: a plain IN (subquery) can claim more than
 -- asked). The version bump fences any earlier holder. The runs come back
 -- in the claim's order, which is the order a batch takes them in: an
--- UPDATE's RETURNING has none of its own, and the plan decides it.
+-- UPDATE's RETURNING has none of its own, and the plan decides it. The
+-- chosen runs are updated through an array of their ids, which a generic
+-- plan (session_setup.sql) reads by primary key: a join with `chosen`, of a
+-- size it cannot know, was planned as a hash join over every run.
 -- A queue with a row in queue_limits (migration 11) gets at most its room:
 -- max_running less its running runs, and no more runs than its bucket has
 -- tokens (each claimed run's first step spends one; step_tokens tells the
@@ -59,7 +62,7 @@ claimed AS (
   UPDATE {schema}.runs r
   SET status = 'running', lease_owner = $4, lease_expires_at = now() + $5 * interval '1 millisecond',
       version = r.version + 1, updated_at = now()
-  FROM chosen WHERE r.id = chosen.id
+  WHERE r.id = ANY (ARRAY(SELECT id FROM chosen))
   RETURNING r.*),
 spent AS (
   UPDATE {schema}.queue_limits l
