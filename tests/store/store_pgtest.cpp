@@ -1412,13 +1412,9 @@ TEST_F(StoreClaim, ReturnsItsRunsInTheClaimsOrder) {
   const std::string high = Ready("default", 9, -1);
   const std::string middle_later = Ready("default", 5, -5);
   const std::string middle = Ready("default", 5, -30);
-  store::ConnectionOptions options;
-  options.url = url();
-  options.schema = schema();
-  options.generic_plans = true;
-  store::Connection engine(options);
+  auto engine = Open("cairn-test", true);
   for (int i = 0; i < 3; ++i) {
-    const auto claims = engine.Transact([](store::Tx& tx) {
+    const auto claims = engine->Transact([](store::Tx& tx) {
       tx.RollBackOnReturn();
       return store::ClaimRuns(tx, {"default"}, {"hash-1"}, 4, "worker-1", 30s);
     });
@@ -1450,11 +1446,7 @@ TEST_F(StoreClaim, CommitsWithoutWaitingForTheWalFlushAndOnlyItself) {
 class StoreSessionPlans : public StoreTest {
  protected:
   std::unique_ptr<store::Connection> OpenSession(bool generic_plans) const {
-    store::ConnectionOptions options;
-    options.url = url();
-    options.schema = schema();
-    options.generic_plans = generic_plans;
-    return std::make_unique<store::Connection>(options);
+    return Open("cairn-test", generic_plans);
   }
 
   // The claim, run seven times on `connection`: its plans, generic and custom.

@@ -27,13 +27,14 @@ class StoreTest : public PgTest {
     PgTest::TearDown();
   }
 
-  // A new session on the test's schema.
-  std::unique_ptr<store::Connection> Open(
-      const std::string& application_name = "cairn-test") const {
+  // A new session on the test's schema; generic_plans as the engine's.
+  std::unique_ptr<store::Connection> Open(const std::string& application_name = "cairn-test",
+                                          bool generic_plans = false) const {
     store::ConnectionOptions options;
     options.url = url();
     options.schema = schema();
     options.application_name = application_name;
+    options.generic_plans = generic_plans;
     return std::make_unique<store::Connection>(options);
   }
 
