@@ -157,6 +157,7 @@ class Bench {
   struct Starts {
     std::string mode;  // "single" | "bulk" (start_run per row) | "bulk_set" (start_runs)
     int sessions = 1;
+    bool wake_hints = true;  // cairn.wake_hints of the starting sessions
     int64_t starts = 0;
     double seconds = 0;
     bench::UnitCost cost;
@@ -230,7 +231,7 @@ class Bench {
   // bench_throughput.cpp
   Throughput MeasureThroughput(int workers, int slots, int batch_size = 1);
   const Pgbench& PgbenchAt(int clients);
-  Starts MeasureSingleStarts(int sessions);
+  Starts MeasureSingleStarts(int sessions, bool wake_hints);
   Starts MeasureBulkStarts(store::bench::BulkStartApi api);
 
   // bench_latency.cpp

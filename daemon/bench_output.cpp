@@ -63,12 +63,14 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
     const double rate = static_cast<double>(s.starts) / s.seconds;
     const auto& ceiling = pgbench_runs_.at(s.sessions);
     const std::string per_statement = "starts, " + std::to_string(kBulkStarts) + " per statement";
-    rows.push_back({s.mode == "single"     ? "starts, one per transaction (start_run)"
-                    : s.mode == "bulk_set" ? per_statement + " (start_runs)"
-                                           : per_statement + " (start_run)",
-                    sessions(s.sessions), bench::FormatRate(rate) + " starts/s",
-                    bench::FormatRate(ceiling.tps) + " steps/s",
-                    bench::FormatRatio(rate / ceiling.tps), bench::FormatCost(s.cost), ""});
+    rows.push_back(
+        {s.mode == "single"     ? "starts, one per transaction (start_run)"
+         : s.mode == "bulk_set" ? per_statement + " (start_runs)"
+                                : per_statement + " (start_run)",
+         sessions(s.sessions) +
+             (s.mode == "single" && !s.wake_hints ? ", wake hints off (cairn.wake_hints)" : ""),
+         bench::FormatRate(rate) + " starts/s", bench::FormatRate(ceiling.tps) + " steps/s",
+         bench::FormatRatio(rate / ceiling.tps), bench::FormatCost(s.cost), ""});
   }
   for (const auto& c : claims_) {
     rows.push_back({"claim latency p50 / p99 (ClaimRuns)", c.backlog,
@@ -165,6 +167,7 @@ Json Bench::ReportJson(const bench::Machine& machine, double load_before, double
     const double ceiling = pgbench_runs_.at(s.sessions).tps;
     starts.push_back({{"mode", s.mode},
                       {"sessions", s.sessions},
+                      {"wake_hints", s.wake_hints},
                       {"starts", s.starts},
                       {"seconds", s.seconds},
                       {"starts_per_second", rate},

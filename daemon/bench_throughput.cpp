@@ -130,69 +130,64 @@ const Bench::Pgbench& Bench::PgbenchAt(int clients) {
   }
 }
 
-Bench::Starts Bench::MeasureSingleStarts(int sessions) {
+Bench::Starts Bench::MeasureSingleStarts(int sessions, bool wake_hints) {
   progress_.Begin("starts, one per transaction, " + std::to_string(sessions) +
-                  (sessions == 1 ? " session" : " sessions"));
+                  (sessions == 1 ? " session" : " sessions") + ", wake hints " +
+                  (wake_hints ? "on" : "off"));
   const Json tag = {{"cairn_bench", "starts"}};
   const int per_session = std::max(1, settings_.single_starts / sessions);
   const int64_t open = admin_->Read([](store::Tx& tx) { return store::bench::ClientSessions(tx); });
-  std::optional<Admin::Reading> before;
-  Clock::time_point started;
-  if (sessions == 1) {
-    before = admin_->Snapshot();
-    started = Clock::now();
-    StartRuns(kThroughputWorkflow, tag, per_session, std::string(kStartsQueue));
-  } else {
-    // Every session connects first: the clock and the counters start once
-    // all are connected, so that connecting is not counted as starting.
-    std::latch connected(sessions);
-    std::latch go(1);
-    std::vector<std::thread> threads;
-    std::atomic<bool> failed{false};
-    std::string failure;
-    std::mutex failure_mutex;
-    for (int s = 0; s < sessions; ++s) {
-      threads.emplace_back([&] {
-        bool arrived = false;
-        try {
-          store::Connection connection(ConnectionFor(config_, "cairn bench"));
-          connected.count_down();
-          arrived = true;
-          go.wait();
-          store::StartRequest request;
-          request.workflow = kThroughputWorkflow;
-          request.input = tag;
-          request.queue = kStartsQueue;
-          for (int i = 0; i < per_session && !failed.load() && !Interrupted(); ++i) {
-            connection.Autocommit([&](store::Tx& tx) { store::StartRun(tx, request); });
-          }
-        } catch (const std::exception& e) {
-          if (!arrived) connected.count_down();
-          std::lock_guard lock(failure_mutex);
-          failure = e.what();
-          failed = true;
+  // Every session connects first: the clock and the counters start once
+  // all are connected, so that connecting is not counted as starting.
+  std::latch connected(sessions);
+  std::latch go(1);
+  std::vector<std::thread> threads;
+  std::atomic<bool> failed{false};
+  std::string failure;
+  std::mutex failure_mutex;
+  for (int s = 0; s < sessions; ++s) {
+    threads.emplace_back([&] {
+      bool arrived = false;
+      try {
+        store::Connection connection(ConnectionFor(config_, "cairn bench"));
+        if (!wake_hints) connection.Autocommit(store::bench::TurnOffWakeHints);
+        connected.count_down();
+        arrived = true;
+        go.wait();
+        store::StartRequest request;
+        request.workflow = kThroughputWorkflow;
+        request.input = tag;
+        request.queue = kStartsQueue;
+        for (int i = 0; i < per_session && !failed.load() && !Interrupted(); ++i) {
+          connection.Autocommit([&](store::Tx& tx) { store::StartRun(tx, request); });
         }
-      });
-    }
-    connected.wait();
-    try {
-      before = admin_->Snapshot();
-    } catch (...) {
-      failed = true;
-      go.count_down();
-      for (auto& thread : threads) thread.join();
-      throw;
-    }
-    started = Clock::now();
+      } catch (const std::exception& e) {
+        if (!arrived) connected.count_down();
+        std::lock_guard lock(failure_mutex);
+        failure = e.what();
+        failed = true;
+      }
+    });
+  }
+  connected.wait();
+  std::optional<Admin::Reading> before;
+  try {
+    before = admin_->Snapshot();
+  } catch (...) {
+    failed = true;
     go.count_down();
     for (auto& thread : threads) thread.join();
-    CheckInterrupted();
-    if (failed) throw Error(ErrorKind::kPermanent, "starting runs failed: " + failure);
+    throw;
   }
+  const auto started = Clock::now();
+  go.count_down();
+  for (auto& thread : threads) thread.join();
+  CheckInterrupted();
+  if (failed) throw Error(ErrorKind::kPermanent, "starting runs failed: " + failure);
   const double seconds = Seconds(Clock::now() - started);
   WaitForSessions(open);
   const auto after = admin_->Snapshot();
-  Starts result{"single", sessions, int64_t{per_session} * sessions, seconds, {}};
+  Starts result{"single", sessions, wake_hints, int64_t{per_session} * sessions, seconds, {}};
   result.cost = Cost(*before, after, result.starts);
   progress_.End(bench::FormatRate(static_cast<double>(result.starts) / seconds) + " starts/s");
   return result;
@@ -215,7 +210,8 @@ Bench::Starts Bench::MeasureBulkStarts(store::bench::BulkStartApi api) {
   }
   const double seconds = Seconds(Clock::now() - started);
   const auto after = admin_->Snapshot();
-  Starts result{set_based ? "bulk_set" : "bulk", 1, count, seconds, Cost(before, after, count)};
+  Starts result{set_based ? "bulk_set" : "bulk", 1, true, count, seconds,
+                Cost(before, after, count)};
   progress_.End(bench::FormatRate(static_cast<double>(count) / seconds) + " starts/s");
   return result;
 }

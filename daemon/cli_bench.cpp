@@ -267,8 +267,10 @@ int Bench::Run(bool json) {
       PgbenchAt(slots);
     }
   }
+  // With wake hints and without: notifying commits are serialised.
   for (int sessions : settings_.start_sessions) {
-    starts_.push_back(MeasureSingleStarts(sessions));
+    starts_.push_back(MeasureSingleStarts(sessions, true));
+    starts_.push_back(MeasureSingleStarts(sessions, false));
     PgbenchAt(sessions);
   }
   starts_.push_back(MeasureBulkStarts(store::bench::BulkStartApi::kStartRun));

@@ -50,6 +50,8 @@ int64_t ClientSessions(Tx& tx) {
   return Internal(tx).Exec("bench_client_sessions")[0][0].as<int64_t>();
 }
 
+void TurnOffWakeHints(Tx& tx) { Internal(tx).Exec("bench_wake_hints_off"); }
+
 int64_t StartRunsInBulk(Tx& tx, BulkStartApi api, const std::string& workflow, const Json& input,
                         const std::string& queue, int count) {
   const char* query = api == BulkStartApi::kStartRuns ? "bench_start_runs_set" : "bench_start_runs";

@@ -66,6 +66,10 @@ enum class BulkStartApi { kStartRun, kStartRuns };
 int64_t StartRunsInBulk(Tx& tx, BulkStartApi api, const std::string& workflow, const Json& input,
                         const std::string& queue, int count);
 
+// Turns the session's wake hints off (cairn.wake_hints): its starts notify
+// nobody.
+void TurnOffWakeHints(Tx& tx);
+
 // Rows inserted straight into runs with generate_series (see
 // sql/bench/bench_fill_runs.sql), ready and due, or completed.
 struct RunFill {

@@ -35,5 +35,5 @@ WITH due AS MATERIALIZED (
          WITH ORDINALITY AS x(e, ordinality)
 )
 SELECT f.id, f.workflow, f.cursor, f.attempt, f.status, f.error, f.deadline_at,
-       CASE WHEN f.status = 'compensating' THEN pg_notify({schema}.wake_channel(), f.queue) END
+       CASE WHEN f.status = 'compensating' THEN {schema}.wake(f.queue) END
 FROM failed f, events

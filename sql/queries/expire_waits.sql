@@ -47,5 +47,5 @@ WITH expired AS (
   ORDER BY x.id, x.ordinal
 )
 SELECT id, status,
-       CASE WHEN status IN ('ready', 'compensating') THEN pg_notify({schema}.wake_channel(), queue) END
+       CASE WHEN status IN ('ready', 'compensating') THEN {schema}.wake(queue) END
 FROM moved

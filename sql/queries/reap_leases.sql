@@ -56,5 +56,5 @@ WITH expired AS MATERIALIZED (
 )
 SELECT id, workflow, cursor, attempt, status, lease_owner, expiries, crashed,
        CASE WHEN status IN ('ready', 'compensating')
-            THEN pg_notify({schema}.wake_channel(), queue) END
+            THEN {schema}.wake(queue) END
 FROM released

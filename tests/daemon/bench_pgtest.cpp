@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "daemon_fixture.hpp"
@@ -126,13 +127,20 @@ TEST_F(BenchCommand, QuickRunReportsEveryFigureAndDropsItsSchema) {
                       {1, 1, 1}, {1, 8, 1}, {2, 1, 1}, {2, 8, 1}, {1, 2, 8}}));
 
   std::set<std::string> start_modes;
+  // Starts one per transaction, from each number of sessions, with wake
+  // hints and without.
+  std::set<std::pair<int, bool>> single_starts;
   for (const auto& s : report["starts"]) {
     start_modes.insert(s["mode"].get<std::string>());
+    if (s["mode"] == "single")
+      single_starts.insert({s["sessions"].get<int>(), s["wake_hints"].get<bool>()});
     EXPECT_GT(s["starts_per_second"].get<double>(), 0);
     EXPECT_GT(s["ratio_to_pgbench"].get<double>(), 0);
     ExpectCost(s["per_start"], "starts " + s["mode"].get<std::string>());
   }
   EXPECT_EQ(start_modes, (std::set<std::string>{"single", "bulk", "bulk_set"}));
+  EXPECT_EQ(single_starts,
+            (std::set<std::pair<int, bool>>{{1, true}, {1, false}, {8, true}, {8, false}}));
 
   std::set<bool> hints;
   for (const auto& r : report["signal_to_resume"]) {
