@@ -104,5 +104,35 @@ TEST_F(StartRuns, OneRefusedInputRefusesTheWholeCall) {
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs"), 0);
 }
 
+// Run ids are version 7 UUIDs: the RFC's version and variant, the start's
+// millisecond in their first 48 bits, increasing from one start to the next.
+TEST_F(StartRuns, RunIdsAreTimeOrderedVersion7Uuids) {
+  for (int i = 0; i < 5; ++i) Sql("SELECT {s}.start_run('wf'); SELECT pg_sleep(0.002)");
+  Start("'wf', '[{}, {}, {}]'");
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE substr(id::text, 15, 1) = '7' "
+                   "AND substr(id::text, 20, 1) IN ('8', '9', 'a', 'b')"),
+            8);
+  // The first 48 bits are the Unix time of the start, in milliseconds.
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE abs(('x' || lpad(replace(substr(id::text, "
+                   "1, 13), '-', ''), 16, '0'))::bit(64)::bigint - "
+                   "extract(epoch FROM created_at) * 1000) < 1000"),
+            8);
+  EXPECT_TRUE(
+      SqlBool("SELECT array_agg(id ORDER BY id) = array_agg(id ORDER BY created_at, id) "
+              "FROM {s}.runs WHERE run_key IS NULL AND input = '{}' AND created_at < "
+              "(SELECT max(created_at) FROM {s}.runs)"));
+}
+
+// The id's default is planned with the statement that inserts, not parsed
+// and planned again at every start: the planner inlines the function.
+TEST_F(StartRuns, TheRunIdsFunctionIsInlinedIntoItsCaller) {
+  const std::string plan =
+      Sql("CREATE FUNCTION pg_temp.plan() RETURNS SETOF text LANGUAGE plpgsql AS $$ BEGIN "
+          "RETURN QUERY EXPLAIN (VERBOSE, COSTS OFF) SELECT {s}.time_ordered_uuid(); END $$; "
+          "SELECT string_agg(line, ' ') FROM pg_temp.plan() AS line");
+  EXPECT_THAT(plan, HasSubstr("gen_random_uuid()"));
+  EXPECT_THAT(plan, ::testing::Not(HasSubstr("time_ordered_uuid")));
+}
+
 }  // namespace
 }  // namespace cairn::test

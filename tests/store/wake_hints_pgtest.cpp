@@ -15,8 +15,8 @@
 namespace cairn::test {
 namespace {
 
-using ::testing::HasSubstr;
 using std::chrono::milliseconds;
+using ::testing::HasSubstr;
 
 class WakeHints : public StoreTest {
  protected:
