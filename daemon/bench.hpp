@@ -225,8 +225,7 @@ class Bench {
                    const std::function<bool(const std::unordered_map<RunStatus, int64_t>&)>& done,
                    const std::function<std::string(const std::unordered_map<RunStatus, int64_t>&,
                                                    double)>& state);
-  std::vector<std::string> StartRuns(const char* workflow, const Json& tag, int count,
-                                     const std::optional<std::string>& queue = std::nullopt);
+  std::vector<std::string> StartRuns(const char* workflow, const Json& tag, int count);
 
   // bench_throughput.cpp
   Throughput MeasureThroughput(int workers, int slots, int batch_size = 1);

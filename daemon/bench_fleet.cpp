@@ -149,12 +149,10 @@ void Bench::WaitForRuns(
   }
 }
 
-std::vector<std::string> Bench::StartRuns(const char* workflow, const Json& tag, int count,
-                                          const std::optional<std::string>& queue) {
+std::vector<std::string> Bench::StartRuns(const char* workflow, const Json& tag, int count) {
   store::StartRequest request;
   request.workflow = workflow;
   request.input = tag;
-  request.queue = queue;
   std::vector<std::string> ids;
   ids.reserve(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) {

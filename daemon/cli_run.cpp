@@ -295,12 +295,6 @@ int RunDaemon(const std::vector<std::string>& args) {
   if (definitions.empty()) {
     throw InvalidArgumentError("no workflow definitions found in workflows.paths");
   }
-  // A step process per slot, started beside the rest of the start-up: the
-  // first steps do not each wait for a process to load the plugins.
-  if (plugins->processes() != nullptr) {
-    plugins->processes()->KeepReady(config.EffectiveConcurrency());
-  }
-
   // Metrics count the sessions and errors of every connection of the daemon.
   std::unique_ptr<Metrics> metrics;
   std::shared_ptr<store::SessionObserver> session_metrics;
@@ -398,6 +392,12 @@ int RunDaemon(const std::vector<std::string>& args) {
   // Pushed last so it runs first: /readyz says 503 while the rest drains.
   stops.Push("health", [&] { worker.health().MarkDraining(); });
   sd_notify(0, "READY=1\nSTATUS=claiming work");
+  // A step process per slot, started once the daemon is ready: launching
+  // them took the CPU the start-up needed, and they made READY=1 three
+  // times later. A step that comes before its process starts one itself.
+  if (plugins->processes() != nullptr) {
+    plugins->processes()->KeepReady(config.EffectiveConcurrency());
+  }
 
   uint64_t watchdog_usec = 0;
   const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;

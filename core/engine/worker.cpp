@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <future>
 
 #include "metrics.hpp"
 
@@ -118,8 +119,12 @@ void Worker::CheckServer(store::Connection& connection) const {
 }
 
 void Worker::Start() {
-  store::CheckSessionPooling(options_.connection);
+  // The pooler check's connections and the start's own are opened at once:
+  // each is a new server process, tens of milliseconds on some hosts.
+  auto pooling =
+      std::async(std::launch::async, [this] { store::CheckSessionPooling(options_.connection); });
   auto connection = Connect("start");
+  pooling.get();
   CheckServer(*connection);
   connection->Transact([&](store::Tx& tx) {
     for (const auto* d : definitions_->All()) {

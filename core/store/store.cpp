@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <future>
+#include <memory>
 #include <random>
 
 #include "identifier.hpp"
@@ -191,8 +193,12 @@ void CheckSessionPooling(const ConnectionOptions& options) {
   try {
     // Unnamed statements only: a named prepared one is what breaks behind
     // the pooler.
+    // Both connect at once: each is a new server process.
+    auto connecting = std::async(std::launch::async,
+                                 [&] { return std::make_unique<pqxx::connection>(options.url); });
     pqxx::connection probe(options.url);
-    pqxx::connection other(options.url);
+    const std::unique_ptr<pqxx::connection> connected = connecting.get();
+    pqxx::connection& other = *connected;
     std::string first_pid;
     {
       pqxx::nontransaction tx(probe);
