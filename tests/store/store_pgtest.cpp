@@ -1538,6 +1538,33 @@ class StoreNextDue : public StoreTest {
   }
 };
 
+// In an engine session, which plans cairn's statements once, next_due is
+// still planned for its queues: a generic plan cannot tell a queue with no
+// ready runs from one with a million, and read the whole table in parallel
+// (0.5 s with two million runs, while the poller's wake-ups waited).
+TEST_F(StoreNextDue, IsPlannedForItsQueuesInAnEngineSession) {
+  auto session = Open("cairn-test poller", true);
+  for (int i = 0; i < 7; ++i) {
+    session->Transact(
+        [&](store::Tx& tx) { return store::MillisUntilNextDue(tx, {"default"}, {"hash-1"}); });
+  }
+  const Json plans = session->Transact([](store::Tx& tx) {
+    return store::ExecuteStepSql(tx,
+                                 "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                                 "WHERE name = 'next_due'",
+                                 nullptr);
+  });
+  EXPECT_EQ(plans[0]["generic_plans"].get<int64_t>(), 0);
+  EXPECT_EQ(plans[0]["custom_plans"].get<int64_t>(), 7);
+  // The session's own mode is back after the transaction.
+  EXPECT_EQ(session->Transact([](store::Tx& tx) {
+    return store::ExecuteStepSql(tx, "SELECT current_setting('plan_cache_mode') AS mode",
+                                 nullptr)[0]["mode"]
+        .get<std::string>();
+  }),
+            "force_generic_plan");
+}
+
 // An idle poller sleeps its poll interval when nothing is ready: "none" must
 // not read as "due now", or it polls without pause.
 TEST_F(StoreNextDue, IsNoneWithoutReadyRuns) {
