@@ -1455,20 +1455,9 @@ class StoreSessionPlans : public StoreTest {
       connection.Transact(
           [](store::Tx& tx) { store::ClaimRuns(tx, {"default"}, {"hash-1"}, 1, "worker-1", 30s); });
     }
-    const Json plans = connection.Transact([](store::Tx& tx) {
-      return store::ExecuteStepSql(tx,
-                                   "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
-                                   "WHERE name = 'claim_runs'",
-                                   nullptr);
-    });
-    return {plans[0]["generic_plans"].get<int64_t>(), plans[0]["custom_plans"].get<int64_t>()};
+    return PreparedPlans(connection, "claim_runs");
   }
 
-  static std::string Setting(store::Tx& tx, const std::string& name) {
-    return store::ExecuteStepSql(tx, "SELECT current_setting('" + name + "') AS value",
-                                 nullptr)[0]["value"]
-        .get<std::string>();
-  }
   static std::string PlanCacheMode(store::Tx& tx) { return Setting(tx, "plan_cache_mode"); }
 };
 
@@ -1548,20 +1537,9 @@ TEST_F(StoreNextDue, IsPlannedForItsQueuesInAnEngineSession) {
     session->Transact(
         [&](store::Tx& tx) { return store::MillisUntilNextDue(tx, {"default"}, {"hash-1"}); });
   }
-  const Json plans = session->Transact([](store::Tx& tx) {
-    return store::ExecuteStepSql(tx,
-                                 "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
-                                 "WHERE name = 'next_due'",
-                                 nullptr);
-  });
-  EXPECT_EQ(plans[0]["generic_plans"].get<int64_t>(), 0);
-  EXPECT_EQ(plans[0]["custom_plans"].get<int64_t>(), 7);
+  EXPECT_EQ(PreparedPlans(*session, "next_due"), std::make_pair(int64_t{0}, int64_t{7}));
   // The session's own mode is back after the transaction.
-  EXPECT_EQ(session->Transact([](store::Tx& tx) {
-    return store::ExecuteStepSql(tx, "SELECT current_setting('plan_cache_mode') AS mode",
-                                 nullptr)[0]["mode"]
-        .get<std::string>();
-  }),
+  EXPECT_EQ(session->Transact([](store::Tx& tx) { return Setting(tx, "plan_cache_mode"); }),
             "force_generic_plan");
 }
 

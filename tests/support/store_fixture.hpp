@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "migrate.hpp"
 #include "pg_harness.hpp"
@@ -39,6 +40,27 @@ class StoreTest : public PgTest {
   }
 
   store::Connection& conn() { return *connection_; }
+
+  // How often `connection` planned its prepared statement `name`: generic
+  // plans, custom plans (pg_prepared_statements).
+  static std::pair<int64_t, int64_t> PreparedPlans(store::Connection& connection,
+                                                   const std::string& name) {
+    const Json plans = connection.Transact([&](store::Tx& tx) {
+      return store::ExecuteStepSql(tx,
+                                   "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                                   "WHERE name = '" +
+                                       name + "'",
+                                   nullptr);
+    });
+    return {plans[0]["generic_plans"].get<int64_t>(), plans[0]["custom_plans"].get<int64_t>()};
+  }
+
+  // A setting of the session, as the transaction sees it.
+  static std::string Setting(store::Tx& tx, const std::string& name) {
+    return store::ExecuteStepSql(tx, "SELECT current_setting('" + name + "') AS value",
+                                 nullptr)[0]["value"]
+        .get<std::string>();
+  }
 
   // Runs admin SQL in which every {s} stands for the test's quoted schema and
   // returns the first value of the last result as text ("" for none or NULL).
