@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "daemon_fixture.hpp"
+#include "history_sql.hpp"
 #include "pg_session.hpp"
 
 namespace cairn::test {
@@ -134,8 +135,8 @@ TEST_F(Children, WaitForAllResumesOnceWithEverySummaryInStartOrder) {
   EXPECT_EQ(RunEventCount(parent, "waiting"), 1);
   EXPECT_EQ(RunEventCount(parent, "resumed"), 1);
   EXPECT_EQ(RunEventCount(parent, "completed"), 1);
-  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + parent +
-                   "' AND kind = 'step_committed' AND step = 'after'"),
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + parent + "' AND " +
+                   kStepCommits + " AND step = 'after'"),
             1);
 
   // The summaries, in start order, in the context and the output.
@@ -199,8 +200,8 @@ TEST_F(Children, WaitForFirstResumesOnceWithTheFirstChildToFinish) {
   EXPECT_EQ(RunColumn(parent, "status"), "completed");
   EXPECT_EQ(RunEventCount(parent, "resumed"), 1);
   EXPECT_EQ(RunEventCount(parent, "completed"), 1);
-  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + parent +
-                   "' AND kind = 'step_committed' AND step = 'after'"),
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + parent + "' AND " +
+                   kStepCommits + " AND step = 'after'"),
             1);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.wait_records"), 1);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.signal_inbox"), 0);
@@ -293,7 +294,8 @@ TEST_F(Children, ManyParentsOnTwoDaemonsEachResumeExactlyOnce) {
                    "WHERE e.kind = 'completed' AND r.workflow = 'ch_parent'"),
             kParents);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM (SELECT run_id, step FROM {s}.run_events "
-                   "WHERE kind = 'step_committed' GROUP BY run_id, step HAVING count(*) > 1) d"),
+                   "WHERE " +
+                   kStepCommits + " GROUP BY run_id, step HAVING count(*) > 1) d"),
             0);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.wait_records WHERE children = 'all' "
                    "AND status = 'RESUMED'"),

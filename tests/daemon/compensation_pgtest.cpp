@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "daemon_fixture.hpp"
+#include "history_sql.hpp"
 
 namespace cairn::test {
 namespace {
@@ -95,8 +96,8 @@ TEST_F(Compensation, CancelDuringAStepInFlightUnwindsInReverseOrder) {
                 "FROM {s}.run_events WHERE run_id = '" +
                 id + "' AND kind = 'compensated'"),
             "undo_b>b undo_a>a");
-  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + id +
-                   "' AND kind = 'step_committed' AND step = 'c'"),
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + id + "' AND " +
+                   kStepCommits + " AND step = 'c'"),
             0);
   EXPECT_EQ(RunEventCount(id, "compensations_done"), 1);
   EXPECT_EQ(RunColumn(id, "compensations"), "[]");

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "daemon_process.hpp"
+#include "history_sql.hpp"
 #include "pg_session.hpp"
 #include "store_fixture.hpp"
 
@@ -64,15 +65,21 @@ class DaemonE2E : public StoreTest {
     return PollUntil([&] { return CountRuns(status) == count; }, timeout, 50ms);
   }
 
-  // (run, step) pairs with more than one step_committed event.
+  // (run, step) pairs with more than one step commit.
   int64_t DoubleCommits() const {
     return SqlInt(
         "SELECT count(*) FROM (SELECT run_id, step FROM {s}.run_events "
-        "WHERE kind = 'step_committed' GROUP BY run_id, step HAVING count(*) > 1) d");
+        "WHERE " +
+        kStepCommits + " GROUP BY run_id, step HAVING count(*) > 1) d");
   }
 
   int64_t EventCount(const std::string& kind) const {
     return SqlInt("SELECT count(*) FROM {s}.run_events WHERE kind = '" + kind + "'");
+  }
+
+  // Step commits: step_committed, or completed for a run's last.
+  int64_t CommitCount() const {
+    return SqlInt("SELECT count(*) FROM {s}.run_events WHERE " + kStepCommits);
   }
 
   // Runs leased by nobody's live claim: what a clean stop must leave.
@@ -101,9 +108,10 @@ TEST_F(DaemonE2E, TwoDaemonsCompleteAThousandRunsWithEveryStepCommittedOnce) {
   EXPECT_EQ(b->WaitExit(20s), 0);
 
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs"), 1000);
-  EXPECT_EQ(EventCount("step_committed"), 3000);
+  EXPECT_EQ(CommitCount(), 3000);
   EXPECT_EQ(SqlInt("SELECT count(DISTINCT (run_id, step)) FROM {s}.run_events "
-                   "WHERE kind = 'step_committed'"),
+                   "WHERE " +
+                   kStepCommits),
             3000);
   EXPECT_EQ(DoubleCommits(), 0);
   EXPECT_EQ(EventCount("completed"), 1000);
@@ -149,7 +157,7 @@ TEST_F(DaemonE2E, KillNineMidStepLosesNothingAndCommitsNothingTwice) {
 
   // The killed daemon's leases were reaped, not waited out by elapsed time.
   EXPECT_GE(EventCount("lease_expired"), leased_at_kill);
-  EXPECT_EQ(EventCount("step_committed"), 3 * kRuns);
+  EXPECT_EQ(CommitCount(), 3 * kRuns);
   EXPECT_EQ(DoubleCommits(), 0);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.crash_rows"), kRuns);
   EXPECT_EQ(SqlInt("SELECT count(DISTINCT run_id) FROM {s}.crash_rows"), kRuns);
@@ -207,7 +215,8 @@ TEST_F(DaemonE2E, ZombieWhoseRunWasTakenOverCannotCommit) {
   Sql("UPDATE {s}.runs SET lease_expires_at = now() - interval '1 second' WHERE id = '" + id + "'");
   ASSERT_TRUE(WaitForStatusCount("completed", 1, 20s)) << StatusSummary() << daemon->Log();
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.zombie_rows"), 1);
-  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE kind = 'step_committed' "
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE " + kStepCommits +
+                   " "
                    "AND step = 'write_then_sleep'"),
             1);
   EXPECT_EQ(EventCount("lease_expired"), 1);
@@ -266,7 +275,7 @@ TEST_F(DaemonE2E, RetriesBackOffThenFailTheRunWithTheLastError) {
   ASSERT_NE(comma, std::string::npos) << gaps;
   EXPECT_GE(std::stod(gaps.substr(0, comma)), 100) << gaps;
   EXPECT_GE(std::stod(gaps.substr(comma + 1)), 200) << gaps;
-  EXPECT_EQ(EventCount("step_committed"), 0);
+  EXPECT_EQ(CommitCount(), 0);
 
   daemon->Terminate();
   EXPECT_EQ(daemon->WaitExit(20s), 0);
@@ -302,9 +311,10 @@ TEST_F(DaemonE2E, SigtermLetsStepsInFlightFinishAndReleasesEverything) {
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE attempt <> 0"), 0);
   // The four steps in flight finished and committed; nothing else ran.
   EXPECT_EQ(Sql("SELECT string_agg(run_id::text, ',' ORDER BY run_id) FROM {s}.run_events "
-                "WHERE kind = 'step_committed' AND step = 'first'"),
+                "WHERE " +
+                kStepCommits + " AND step = 'first'"),
             in_flight);
-  EXPECT_EQ(EventCount("step_committed"), 4);
+  EXPECT_EQ(CommitCount(), 4);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE cursor = 'second'"), 4);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE cursor = 'first'"), 4);
   EXPECT_EQ(EventCount("retried") + EventCount("failed"), 0);
@@ -330,7 +340,8 @@ TEST_F(DaemonE2E, TransactionalWritesCommitExactlyOnceWithTheCheckpoint) {
   EXPECT_EQ(SqlInt("SELECT count(DISTINCT run_id) FROM {s}.tx_rows t JOIN {s}.runs r "
                    "ON r.id::text = t.run_id WHERE r.status = 'completed'"),
             kRuns);
-  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE kind = 'step_committed' "
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE " + kStepCommits +
+                   " "
                    "AND step = 'insert'"),
             kRuns);
   EXPECT_EQ(DoubleCommits(), 0);
@@ -369,8 +380,8 @@ TEST_F(DaemonE2E, TransactionControlFromAPluginFailsTheStep) {
     EXPECT_NE(error.find("transaction control"), std::string::npos) << error;
     EXPECT_NE(error.find(statement), std::string::npos) << error;
     EXPECT_NE(RunColumn(id, "error").find("transaction control"), std::string::npos);
-    EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + id +
-                     "' AND kind = 'step_committed'"),
+    EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + id + "' AND " +
+                     kStepCommits),
               0);
   }
   EXPECT_EQ(RunColumn(fine, "context->'rows'"), R"([{"one": 1}])");
@@ -411,9 +422,9 @@ TEST_F(DaemonE2E, RunWhoseStackLockIsHeldWaitsForItsRelease) {
   holder.Value("SELECT pg_advisory_unlock(" + key_sql + ") FROM (SELECT '" + id +
                "'::uuid AS id) r");
   ASSERT_TRUE(WaitForStatusCount("completed", 1, 10s)) << StatusSummary() << daemon->Log();
-  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + id +
-                   "' AND kind = 'step_committed'"),
-            1);
+  EXPECT_EQ(
+      SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + id + "' AND " + kStepCommits),
+      1);
   EXPECT_EQ(RunColumn(id, "attempt"), "0");
 
   daemon->Terminate();

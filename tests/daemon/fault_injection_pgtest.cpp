@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "daemon_process.hpp"
+#include "history_sql.hpp"
 #include "pg_session.hpp"
 #include "store_fixture.hpp"
 
@@ -116,10 +117,10 @@ TEST_F(FaultInjection, FiveHundredRunsSurviveEveryFaultAtOnce) {
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.writes"), 500);
   EXPECT_EQ(SqlInt("SELECT count(DISTINCT run_id) FROM {s}.writes"), 500);
   // Every step committed once.
-  EXPECT_EQ(SqlInt("SELECT count(*) FROM (SELECT run_id, step FROM {s}.run_events WHERE kind = "
-                   "'step_committed' GROUP BY run_id, step HAVING count(*) <> 1) d"),
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM (SELECT run_id, step FROM {s}.run_events WHERE " +
+                   kStepCommits + " GROUP BY run_id, step HAVING count(*) <> 1) d"),
             0);
-  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE kind = 'step_committed'"), 1500);
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE " + kStepCommits), 1500);
   // Versions moved one at a time, and every move was recorded.
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.transitions WHERE to_version <> from_version + 1"), 0);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM (SELECT run_id, to_version FROM {s}.transitions GROUP BY "

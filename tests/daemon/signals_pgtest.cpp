@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "daemon_fixture.hpp"
+#include "history_sql.hpp"
 #include "pg_session.hpp"
 
 namespace cairn::test {
@@ -160,11 +161,13 @@ TEST_F(Signals, ConcurrentDuplicateSignalsResumeEveryRunExactlyOnce) {
                    "AND r.context->'go' ? 'n' AND w.payload = r.context->'go'"),
             kRuns);
   // The step after the wait ran once per run.
-  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE kind = 'step_committed' "
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE " + kStepCommits +
+                   " "
                    "AND step = 'after'"),
             kRuns);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM (SELECT run_id, step FROM {s}.run_events "
-                   "WHERE kind = 'step_committed' GROUP BY run_id, step HAVING count(*) > 1) d"),
+                   "WHERE " +
+                   kStepCommits + " GROUP BY run_id, step HAVING count(*) > 1) d"),
             0);
   // Both daemons served the load.
   EXPECT_GT(a->ClaimedAtStop(), 0) << a->Log();
@@ -234,10 +237,12 @@ TEST_F(Signals, ExpiredWaitsTakeTheTimeoutPathOnceAndLateSignalsChangeNothing) {
             2 * kEach);
   EXPECT_EQ(EventCount("resumed"), 0);
   // The timeout step ran once per continuing run; the step after the wait never did.
-  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE kind = 'step_committed' "
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE " + kStepCommits +
+                   " "
                    "AND step = 'timed_out'"),
             kEach);
-  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE kind = 'step_committed' "
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.run_events WHERE " + kStepCommits +
+                   " "
                    "AND step = 'after'"),
             0);
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE workflow = 'sig_timeout_next' "
@@ -301,8 +306,8 @@ TEST_F(Signals, RetryRestartsAFailedRunAtItsFailedStepWithItsCheckpoint) {
   EXPECT_EQ(RunColumn(id, "output->'context'->>'kept'"), "yes");
   // The step before the failed one is not run again.
   auto committed = [&](const std::string& step) {
-    return SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + id +
-                  "' AND kind = 'step_committed' AND step = '" + step + "'");
+    return SqlInt("SELECT count(*) FROM {s}.run_events WHERE run_id = '" + id + "' AND " +
+                  kStepCommits + " AND step = '" + step + "'");
   };
   EXPECT_EQ(committed("prepare"), 1);
   EXPECT_EQ(committed("flaky"), 1);

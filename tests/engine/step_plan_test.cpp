@@ -152,7 +152,7 @@ TEST_F(PlanStepTest, NextAtTheLastStepCompletesWithTheContextAsOutput) {
   EXPECT_EQ(plan.checkpoint.cursor, std::optional<std::string>("ship"));
   EXPECT_EQ(plan.checkpoint.context, expected);
   EXPECT_EQ(plan.checkpoint.output, std::optional<Json>(expected));
-  EXPECT_EQ(Kinds(plan), (std::vector<std::string>{"context", "step_committed", "completed"}));
+  EXPECT_EQ(Kinds(plan), (std::vector<std::string>{"context", "completed"}));
   EXPECT_EQ(plan.events.back().value, std::optional<Json>(expected));
   ExpectEventsOf(plan, run_, "ship", 1);
 }
@@ -257,7 +257,7 @@ TEST_F(PlanStepTest, SleepAtTheLastStepCompletes) {
 
   EXPECT_EQ(plan.checkpoint.status, RunStatus::kCompleted);
   EXPECT_EQ(plan.checkpoint.output, std::optional<Json>(run_.context));
-  EXPECT_EQ(Kinds(plan), (std::vector<std::string>{"step_committed", "completed"}));
+  EXPECT_EQ(Kinds(plan), (std::vector<std::string>{"completed"}));
 }
 
 // ---------------------------------------------------------------- wait
@@ -330,8 +330,25 @@ TEST_F(PlanStepTest, CompleteFinishesWithTheGivenOutput) {
   EXPECT_EQ(plan.checkpoint.context["change"], "done");
   EXPECT_EQ(plan.checkpoint.attempt, 0);
   EXPECT_FALSE(plan.checkpoint.error.has_value());
-  EXPECT_EQ(Kinds(plan), (std::vector<std::string>{"context", "step_committed", "completed"}));
+  EXPECT_EQ(Kinds(plan), (std::vector<std::string>{"context", "completed"}));
   EXPECT_EQ(plan.events.back().value, std::optional<Json>(Json{{"tracking", "T-9"}}));
+}
+
+// The commit that ends a run has one history row, `completed`, after the
+// signals it sent and the children it started; a commit that carries the run
+// on has `step_committed` first.
+TEST_F(PlanStepTest, ACommitThatEndsTheRunHasOneRowAfterWhatItSentAndStarted) {
+  StepOutcome outcome = Outcome(OutcomeKind::kComplete);
+  outcome.signals = {{"order-7", Json{{"paid", true}}}};
+  outcome.children = {ChildStart{"sub", Json::object(), {}}};
+  StepPlan plan = Plan(outcome);
+  EXPECT_EQ(Kinds(plan), (std::vector<std::string>{"signal_sent", "child_started", "completed"}));
+  ExpectEventsOf(plan, run_, "reserve", 1);
+
+  outcome.kind = OutcomeKind::kNext;
+  plan = Plan(outcome);
+  EXPECT_EQ(Kinds(plan),
+            (std::vector<std::string>{"step_committed", "signal_sent", "child_started"}));
 }
 
 // ---------------------------------------------------------------- fail

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "definition.hpp"
+#include "history_sql.hpp"
 #include "pg_session.hpp"
 #include "plugin_registry.hpp"
 #include "store_fixture.hpp"
@@ -234,10 +235,20 @@ class WorkerTest : public StoreTest {
     return out;
   }
 
-  // The steps of the run's step_committed events, in history order.
+  // The run's step commits (step_committed, or completed for the commit
+  // that ended it), in history order.
+  std::vector<Event> CommitsOf(const std::string& run_id) {
+    std::vector<Event> out;
+    for (auto& e : History(run_id)) {
+      if (e.kind == "step_committed" || e.kind == "completed") out.push_back(e);
+    }
+    return out;
+  }
+
+  // The steps of the run's step commits, in history order.
   std::vector<std::string> CommittedSteps(const std::string& run_id) {
     std::vector<std::string> steps;
-    for (const auto& e : EventsOf(run_id, "step_committed")) steps.push_back(e.step);
+    for (const auto& e : CommitsOf(run_id)) steps.push_back(e.step);
     return steps;
   }
 
@@ -295,7 +306,7 @@ TEST_F(WorkerTest, ThreeStepWorkflowCompletesWithEachStepCommittedOnceInOrder) {
   ASSERT_FALSE(history.empty());
   EXPECT_EQ(history.back().kind, "completed");
   EXPECT_EQ(history.back().step, "s3");
-  for (const auto& e : EventsOf(id, "step_committed")) EXPECT_EQ(e.attempt, 1);
+  for (const auto& e : CommitsOf(id)) EXPECT_EQ(e.attempt, 1);
 }
 
 TEST_F(WorkerTest, StepOverrunningItsTimeoutIsAbandonedAndRetriedByPolicy) {
@@ -330,8 +341,8 @@ TEST_F(WorkerTest, JumpAndSleepOutcomesRunStepsInTheirOrder) {
 
   ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
   EXPECT_THAT(CommittedSteps(id), ElementsAre("start", "nap", "wake")) << Describe(id);
-  EXPECT_THAT(Lifecycle(id), ElementsAre("step_committed", "jumped", "step_committed", "sleeping",
-                                         "step_committed", "completed"))
+  EXPECT_THAT(Lifecycle(id),
+              ElementsAre("step_committed", "jumped", "step_committed", "sleeping", "completed"))
       << Describe(id);
   EXPECT_EQ(EventsOf(id, "jumped").at(0).value, (Json{{"to", "nap"}}));
   EXPECT_EQ(EventsOf(id, "sleeping").at(0).value, (Json{{"ms", 500}}));
@@ -343,7 +354,8 @@ TEST_F(WorkerTest, JumpAndSleepOutcomesRunStepsInTheirOrder) {
       " WHERE s.run_id = '" +
       id +
       "' AND s.kind = 'sleeping'"
-      " AND w.kind = 'step_committed' AND w.step = 'wake'");
+      " AND w." +
+      kStepCommits + " AND w.step = 'wake'");
   EXPECT_GE(gap_ms, 500);
   EXPECT_LT(gap_ms, 5000);
   EXPECT_EQ(GetRun(id).output, std::optional<Json>(Json{{"attempts", {1}}, {"last_attempt", 1}}));
@@ -476,8 +488,8 @@ TEST_F(WorkerTest, HigherPriorityRunsFirst) {
   EXPECT_LT(completed_at(high), completed_at(mid));
   EXPECT_LT(completed_at(mid), completed_at(low));
   // One run at a time: each one finished before the next one's step committed.
-  EXPECT_LT(completed_at(high), EventsOf(mid, "step_committed").at(0).position);
-  EXPECT_LT(completed_at(mid), EventsOf(low, "step_committed").at(0).position);
+  EXPECT_LT(completed_at(high), CommitsOf(mid).at(0).position);
+  EXPECT_LT(completed_at(mid), CommitsOf(low).at(0).position);
 }
 
 // ---------------------------------------------------------------- transactional steps
@@ -683,13 +695,11 @@ class BatchModeTest : public WorkerTest {
     return ids;
   }
 
-  // Transactions that committed the runs' step_committed events: rows one
+  // Transactions that committed the runs' step commits: rows one
   // transaction inserted share its xmin.
   int64_t CommitTransactions(const std::vector<std::string>& run_ids) {
-    return SqlInt(
-        "SELECT count(DISTINCT xmin::text) FROM {s}.run_events WHERE kind = "
-        "'step_committed' AND run_id IN (" +
-        IdList(run_ids) + ")");
+    return SqlInt("SELECT count(DISTINCT xmin::text) FROM {s}.run_events WHERE " + kStepCommits +
+                  " AND run_id IN (" + IdList(run_ids) + ")");
   }
 
   // Stack locks of these runs that some session holds (the key of
