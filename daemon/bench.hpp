@@ -175,6 +175,18 @@ class Bench {
     int64_t rows = 0;
     double seconds = 0;
   };
+  // pgbench's step from one session at the signals' pace, the floor under
+  // a signal's resume: one durable commit of the same work.
+  struct StepLatency {
+    int signals = 0;  // transactions, as many as the signals
+    int64_t spacing_ms = 0;
+    double p50_ms = 0;
+    double p99_ms = 0;
+  };
+  struct PgbenchRun {
+    bench::PgbenchSummary summary;
+    bench::UnitCost cost;
+  };
   struct Resume {
     bool wake_hints = false;
     int signals = 0;
@@ -229,7 +241,13 @@ class Bench {
 
   // bench_throughput.cpp
   Throughput MeasureThroughput(int workers, int slots, int batch_size = 1);
+  // The pgbench step from `clients` sessions, `per_client` transactions
+  // each, with more pgbench `options`, logged to the file `name` of the
+  // temporary folder; on runs filled for it beforehand.
+  PgbenchRun RunPgbenchStep(int clients, int64_t per_client,
+                            const std::vector<std::string>& options, const std::string& name);
   const Pgbench& PgbenchAt(int clients);
+  StepLatency MeasureStepLatency();
   Starts MeasureSingleStarts(int sessions, bool wake_hints);
   Starts MeasureBulkStarts(store::bench::BulkStartApi api);
 
@@ -260,6 +278,7 @@ class Bench {
   std::map<int, Pgbench> pgbench_runs_;
   std::vector<Starts> starts_;
   std::vector<Resume> resumes_;
+  StepLatency step_latency_;
   std::vector<Claims> claims_;
   std::vector<Fill> fills_;
   DaemonFigures daemon_;

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <regex>
+#include <sstream>
+#include <string>
 
 namespace cairn::bench {
 
@@ -33,6 +35,27 @@ std::optional<PgbenchSummary> ParsePgbenchSummary(std::string_view output) {
   std::smatch failed;
   if (std::regex_search(text, failed, kFailed)) summary.failed = std::stoll(failed[1].str());
   return summary;
+}
+
+std::vector<double> ParsePgbenchLatencies(std::string_view log) {
+  // client_id transaction_no time script_no time_epoch time_us [schedule_lag]
+  std::vector<double> latencies;
+  std::istringstream lines{std::string(log)};
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    int64_t client = 0;
+    int64_t transaction = 0;
+    int64_t time_us = 0;
+    int64_t script = 0;
+    int64_t epoch = 0;
+    int64_t epoch_us = 0;
+    if (!(fields >> client >> transaction >> time_us >> script >> epoch >> epoch_us)) continue;
+    int64_t lag_us = 0;
+    if (!(fields >> lag_us)) lag_us = 0;
+    latencies.push_back(static_cast<double>(time_us - lag_us) / 1000.0);
+  }
+  return latencies;
 }
 
 UnitCost CostPerUnit(const Counters& before, const Counters& after, int64_t own_reads,

@@ -25,6 +25,12 @@ struct PgbenchSummary {
 // nullopt when the text has no tps line or no processed count.
 std::optional<PgbenchSummary> ParsePgbenchSummary(std::string_view output);
 
+// The latencies in milliseconds of pgbench's per-transaction log (--log):
+// each line's elapsed time less its schedule lag (the wait for its turn
+// under --rate, which pgbench counts in the time). Lines that are not
+// transactions are skipped.
+std::vector<double> ParsePgbenchLatencies(std::string_view log);
+
 // The server's cumulative counters at one instant (see store_bench.hpp).
 struct Counters {
   int64_t commits = 0;

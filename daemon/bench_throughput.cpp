@@ -3,6 +3,9 @@
 // per transaction and in bulk, each with its commits and WAL per unit.
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <latch>
 #include <mutex>
 #include <thread>
@@ -71,17 +74,14 @@ Bench::Throughput Bench::MeasureThroughput(int workers, int slots, int batch_siz
   return result;
 }
 
-const Bench::Pgbench& Bench::PgbenchAt(int clients) {
-  if (auto found = pgbench_runs_.find(clients); found != pgbench_runs_.end()) return found->second;
-  progress_.Begin("pgbench step, " + std::to_string(clients) +
-                  (clients == 1 ? " session" : " sessions"));
-  const int64_t steps_per_run = static_cast<int64_t>(Workflow(kThroughputWorkflow).steps.size());
-  const int64_t wanted = std::max<int64_t>(int64_t{settings_.runs} * steps_per_run, clients);
-  const int64_t per_client = (wanted + clients - 1) / clients;
+Bench::PgbenchRun Bench::RunPgbenchStep(int clients, int64_t per_client,
+                                        const std::vector<std::string>& options,
+                                        const std::string& name) {
   // Enough due runs that no client ever finds none: the others hold at most
   // clients - 1 of them locked.
-  store::bench::RunFill fill;
   const auto& workflow = Workflow(kThroughputWorkflow);
+  const int64_t steps_per_run = static_cast<int64_t>(workflow.steps.size());
+  store::bench::RunFill fill;
   fill.count =
       static_cast<int>((per_client * clients + steps_per_run - 1) / steps_per_run + clients);
   fill.workflow = workflow.name;
@@ -103,31 +103,73 @@ const Bench::Pgbench& Bench::PgbenchAt(int clients) {
                                 "--jobs=" + std::to_string(threads),
                                 "--transactions=" + std::to_string(per_client),
                                 "--file=" + pgbench_script_};
+  argv.insert(argv.end(), options.begin(), options.end());
   // The URL goes by the environment (pgbench expands a connection string
   // in PGDATABASE): a password on the command line would show in ps.
   std::vector<std::string> env;
   if (!config_.database.url.empty()) env.push_back("PGDATABASE=" + config_.database.url);
-  const std::string log = temp_->path() + "/pgbench-" + std::to_string(clients) + ".log";
   std::optional<int> code;
-  {
-    bench::ChildProcess pgbench(argv, bench::ChildEnvironment(env), log);
-    progress_.Update(std::to_string(per_client * clients) + " steps");
-    while (!(code = pgbench.Wait(milliseconds(100)))) CheckInterrupted();
-    const auto summary = bench::ParsePgbenchSummary(pgbench.LogTail(100000));
-    if (*code != 0 || !summary || summary->failed != 0 || summary->transactions <= 0) {
-      throw Error(ErrorKind::kPermanent, "pgbench failed (" + pgbench_ + ", exit code " +
-                                             std::to_string(*code) + "):\n" + pgbench.LogTail());
-    }
-    WaitForSessions(sessions);
-    const auto after = admin_->Snapshot();
-    Pgbench result;
-    result.clients = clients;
-    result.steps = summary->transactions;
-    result.tps = summary->tps;
-    result.cost = Cost(before, after, summary->transactions);
-    progress_.End(bench::FormatRate(result.tps) + " steps/s");
-    return pgbench_runs_.emplace(clients, result).first->second;
+  bench::ChildProcess pgbench(argv, bench::ChildEnvironment(env), temp_->path() + "/" + name);
+  progress_.Update(std::to_string(per_client * clients) + " steps");
+  while (!(code = pgbench.Wait(milliseconds(100)))) CheckInterrupted();
+  const auto summary = bench::ParsePgbenchSummary(pgbench.LogTail(100000));
+  if (*code != 0 || !summary || summary->failed != 0 || summary->transactions <= 0) {
+    throw Error(ErrorKind::kPermanent, "pgbench failed (" + pgbench_ + ", exit code " +
+                                           std::to_string(*code) + "):\n" + pgbench.LogTail());
   }
+  WaitForSessions(sessions);
+  return {*summary, Cost(before, admin_->Snapshot(), summary->transactions)};
+}
+
+const Bench::Pgbench& Bench::PgbenchAt(int clients) {
+  if (auto found = pgbench_runs_.find(clients); found != pgbench_runs_.end()) return found->second;
+  progress_.Begin("pgbench step, " + std::to_string(clients) +
+                  (clients == 1 ? " session" : " sessions"));
+  const int64_t steps_per_run = static_cast<int64_t>(Workflow(kThroughputWorkflow).steps.size());
+  const int64_t wanted = std::max<int64_t>(int64_t{settings_.runs} * steps_per_run, clients);
+  const int64_t per_client = (wanted + clients - 1) / clients;
+  const PgbenchRun run =
+      RunPgbenchStep(clients, per_client, {}, "pgbench-" + std::to_string(clients) + ".log");
+  Pgbench result;
+  result.clients = clients;
+  result.steps = run.summary.transactions;
+  result.tps = run.summary.tps;
+  result.cost = run.cost;
+  progress_.End(bench::FormatRate(result.tps) + " steps/s");
+  return pgbench_runs_.emplace(clients, result).first->second;
+}
+
+Bench::StepLatency Bench::MeasureStepLatency() {
+  const int64_t spacing = settings_.signal_spacing.count();
+  progress_.Begin("pgbench step latency, 1 session, one step every " + std::to_string(spacing) +
+                  " ms");
+  // pgbench names its log <prefix>.<pid>, one per thread after the first.
+  const std::string prefix = "pgbench-latency";
+  RunPgbenchStep(1, settings_.signals,
+                 {"--rate=" + std::to_string(1000 / std::max<int64_t>(spacing, 1)), "--log",
+                  "--log-prefix=" + temp_->path() + "/" + prefix},
+                 prefix + ".out");
+  std::vector<double> latencies;
+  for (const auto& entry : std::filesystem::directory_iterator(temp_->path())) {
+    if (entry.path().filename().string().rfind(prefix + ".", 0) != 0 ||
+        entry.path().extension() == ".out") {
+      continue;
+    }
+    std::ifstream file(entry.path());
+    const std::string text{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+    const auto some = bench::ParsePgbenchLatencies(text);
+    latencies.insert(latencies.end(), some.begin(), some.end());
+  }
+  if (static_cast<int64_t>(latencies.size()) != settings_.signals) {
+    throw Error(ErrorKind::kPermanent, "pgbench's log in " + temp_->path() + " has " +
+                                           std::to_string(latencies.size()) + " of " +
+                                           std::to_string(settings_.signals) + " transactions");
+  }
+  StepLatency result{settings_.signals, spacing, bench::Percentile(latencies, 50),
+                     bench::Percentile(latencies, 99)};
+  progress_.End("p50 " + bench::FormatMillis(result.p50_ms) + " ms, p99 " +
+                bench::FormatMillis(result.p99_ms) + " ms");
+  return result;
 }
 
 Bench::Starts Bench::MeasureSingleStarts(int sessions, bool wake_hints) {

@@ -275,6 +275,7 @@ int Bench::Run(bool json) {
   }
   starts_.push_back(MeasureBulkStarts(store::bench::BulkStartApi::kStartRun));
   starts_.push_back(MeasureBulkStarts(store::bench::BulkStartApi::kStartRuns));
+  step_latency_ = MeasureStepLatency();
   resumes_.push_back(MeasureResume(true));
   resumes_.push_back(MeasureResume(false));
   daemon_ = MeasureDaemon();

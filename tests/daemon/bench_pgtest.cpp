@@ -147,8 +147,12 @@ TEST_F(BenchCommand, QuickRunReportsEveryFigureAndDropsItsSchema) {
     hints.insert(r["wake_hints"].get<bool>());
     EXPECT_EQ(r["signals"].get<int>(), 50);
     ExpectPercentiles(r, "signal to resume");
+    EXPECT_GT(r["p99_ratio_to_pgbench"].get<double>(), 0);
   }
   EXPECT_EQ(hints, (std::set<bool>{true, false}));
+  // The floor under a resume: pgbench's step, one session, at the signals' pace.
+  EXPECT_EQ(report["pgbench_step_latency"]["steps"].get<int>(), 50);
+  ExpectPercentiles(report["pgbench_step_latency"], "pgbench step latency");
 
   ASSERT_EQ(report["claim_latency"].size(), 3u);
   for (const auto& c : report["claim_latency"]) ExpectPercentiles(c, c["backlog"]);

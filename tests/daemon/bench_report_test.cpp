@@ -48,6 +48,19 @@ TEST(BenchReport, ReadsPgbenchSummary) {
   EXPECT_EQ(failed->failed, 2);
 }
 
+// A line's latency is its time less its schedule lag; a line pgbench
+// failed ("failed" in place of the time) or a stray one is skipped.
+TEST(BenchReport, ReadsPgbenchLatenciesLessTheirScheduleLag) {
+  const std::string log =
+      "0 1 1250 0 1764672000 100 50\n"
+      "0 2 4300 0 1764672000 10100 300\n"
+      "0 3 failed 0 1764672000 20100 0\n"
+      "0 4 900 0 1764672000 30100\n"
+      "progress: 1.0 s\n";
+  EXPECT_EQ(ParsePgbenchLatencies(log), (std::vector<double>{1.2, 4.0, 0.9}));
+  EXPECT_TRUE(ParsePgbenchLatencies("").empty());
+}
+
 TEST(BenchReport, CostPerUnitTakesTheOwnReadsOff) {
   Counters before{100, 1000, 1 << 20, 3, 40};
   Counters after{100 + 250 + 4, 1000 + 120, (1 << 20) + 100 * 1500, 3 + 10, 40 + 90};
