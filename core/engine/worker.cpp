@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <exception>
 #include <future>
 
 #include "metrics.hpp"
@@ -123,8 +124,18 @@ void Worker::Start() {
   // each is a new server process, tens of milliseconds on some hosts.
   auto pooling =
       std::async(std::launch::async, [this] { store::CheckSessionPooling(options_.connection); });
-  auto connection = Connect("start");
+  std::unique_ptr<store::Connection> connection;
+  std::exception_ptr connect_error;
+  try {
+    connection = Connect("start");
+  } catch (...) {
+    connect_error = std::current_exception();
+  }
+  // The pooler check's verdict comes first: behind a transaction pooler the
+  // start's own session setup may fail too, racing it, with an error that
+  // does not name the pooler's mode.
   pooling.get();
+  if (connect_error) std::rethrow_exception(connect_error);
   CheckServer(*connection);
   connection->Transact([&](store::Tx& tx) {
     for (const auto* d : definitions_->All()) {
