@@ -128,11 +128,6 @@ std::vector<std::string> DeleteQueueLimitsExcept(Tx& tx, const std::vector<std::
 
 std::optional<int64_t> MillisUntilNextDue(Tx& tx, const std::vector<std::string>& queues,
                                           const std::vector<std::string>& definition_hashes) {
-  // Planned for these queues: a generic plan of next_due read every run of
-  // the table in parallel (0.5 s with two million runs, the poller's wake-ups
-  // waiting behind it), where the queues' own ready runs are a few index
-  // entries. It runs after a claim that came back short, not per step.
-  Internal(tx).Exec("custom_plans_for_transaction");
   pqxx::result rows =
       Internal(tx).Exec("next_due", ArrayLiteral(queues), ArrayLiteral(definition_hashes));
   if (rows[0][0].is_null()) return std::nullopt;

@@ -42,17 +42,6 @@ class StatusIndex : public StoreTest {
     Sql("ANALYZE {s}.runs");
   }
 
-  // Rows of runs read from the heap so far by `tx`: by sequential scans and
-  // through indexes (pg_stat_xact_user_tables, this transaction's own).
-  int64_t RunRowsRead(store::Tx& tx) const {
-    return store::ExecuteStepSql(tx,
-                                 "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
-                                 "AS n FROM pg_stat_xact_user_tables WHERE schemaname = '" +
-                                     schema() + "' AND relname = 'runs'",
-                                 nullptr)[0]["n"]
-        .get<int64_t>();
-  }
-
   // The entries one of the runs' indexes holds, live or dead: every entry
   // written since the table was made, as nothing here vacuums it
   // (pgstattuple, installed once in the database).

@@ -62,6 +62,19 @@ class StoreTest : public PgTest {
         .get<std::string>();
   }
 
+  // Rows of runs read from the heap by sequential scans and through indexes
+  // (pg_stat_xact_user_tables): by `tx`, and by the session's earlier
+  // transactions that PostgreSQL has not yet added to its statistics, so a
+  // test of one of several transactions compares two readings.
+  int64_t RunRowsRead(store::Tx& tx) const {
+    return store::ExecuteStepSql(tx,
+                                 "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
+                                 "AS n FROM pg_stat_xact_user_tables WHERE schemaname = '" +
+                                     schema() + "' AND relname = 'runs'",
+                                 nullptr)[0]["n"]
+        .get<int64_t>();
+  }
+
   // Runs admin SQL in which every {s} stands for the test's quoted schema and
   // returns the first value of the last result as text ("" for none or NULL).
   std::string Sql(const std::string& text) const { return RunPsql(InSchema(text)); }
