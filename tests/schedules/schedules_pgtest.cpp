@@ -384,6 +384,11 @@ TEST_F(ScheduleTest, TwoDaemonsStartExactlyOneRunPerTick) {
       [&] { return SqlInt("SELECT count(*) FROM {s}.runs WHERE status = 'completed'") == runs; },
       20s));
 
+  // The daemons stop first: one that fires at a minute boundary between two
+  // readings below would move the next fire time under the comparison.
+  for (auto& d : daemons) d->Terminate();
+  for (auto& d : daemons) EXPECT_EQ(d->WaitExit(20s), 0) << d->Log();
+
   // `cairn schedules --json` lists the next fire time from the database.
   const CommandResult listed = RunCommand(
       CairnBinary(), {"schedules", "--json", "--database-url", url(), "--schema", schema()});
@@ -399,9 +404,6 @@ TEST_F(ScheduleTest, TwoDaemonsStartExactlyOneRunPerTick) {
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("ticker"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find(NextFire("ticker")), std::string::npos) << table.out;
-
-  for (auto& d : daemons) d->Terminate();
-  for (auto& d : daemons) EXPECT_EQ(d->WaitExit(20s), 0) << d->Log();
 }
 
 }  // namespace
