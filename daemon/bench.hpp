@@ -17,9 +17,11 @@
 
 #include "bench_process.hpp"
 #include "bench_report.hpp"
+#include "child_process.hpp"
 #include "cli.hpp"
 #include "definition.hpp"
 #include "store_bench.hpp"
+#include "temp_dir.hpp"
 
 namespace cairn::cli::benchmark {
 
@@ -65,21 +67,6 @@ struct Settings {
   int ready_samples = 3;
   milliseconds idle_wait{2000};
   bool quick = false;
-};
-
-// A mkdtemp folder, private to this user, removed with its contents.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  // Writes a file of the folder, readable by this user only; its path.
-  std::string Write(const std::string& name, const std::string& text) const;
-
- private:
-  std::string path_;
 };
 
 // One line on standard error that says what the benchmark is doing: redrawn
@@ -212,11 +199,11 @@ class Bench {
            const std::string& log, std::unique_ptr<bench::NotifySocket> socket)
         : socket_(std::move(socket)), process_(argv, env, log) {}
     bench::NotifySocket& socket() { return *socket_; }
-    bench::ChildProcess& process() { return process_; }
+    process::ChildProcess& process() { return process_; }
 
    private:
     std::unique_ptr<bench::NotifySocket> socket_;
-    bench::ChildProcess process_;
+    process::ChildProcess process_;
   };
   using Fleet = std::vector<std::unique_ptr<Daemon>>;
 
@@ -266,7 +253,7 @@ class Bench {
   bool keep_;
   DefinitionSet definitions_;
   std::unique_ptr<Admin> admin_;
-  std::unique_ptr<TempDir> temp_;
+  std::unique_ptr<process::TempDir> temp_;
   store::bench::ServerInfo server_;
   std::string executable_;
   std::string pgbench_;

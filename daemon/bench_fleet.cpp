@@ -22,7 +22,7 @@ std::string Ms(milliseconds duration) { return std::to_string(duration.count()) 
 std::string Bench::DaemonConfigFile(int slots, bool listen, int batch_size) {
   const std::string name = "daemon-" + std::to_string(slots) + "x" + std::to_string(batch_size) +
                            (listen ? "-listen" : "-poll") + ".yaml";
-  const fs::path path = fs::path(temp_->path()) / name;
+  const fs::path path = temp_->path() / name;
   if (fs::exists(path)) return path.string();
   // The user's configuration, less what would make daemons of one machine
   // collide (HTTP ports) or reach outside the scratch schema (schedules);
@@ -59,20 +59,20 @@ std::string Bench::DaemonConfigFile(int slots, bool listen, int batch_size) {
        {{"reaper_interval", Ms(config_.maintenance.reaper_interval)},
         {"crash_limit", config_.maintenance.crash_limit},
         {"retention", Ms(config_.maintenance.retention)}}}};
-  return temp_->Write(name, yaml.dump(2) + "\n");
+  return temp_->WritePrivate(name, yaml.dump(2) + "\n");
 }
 
 std::unique_ptr<Bench::Daemon> Bench::Spawn(int slots, bool listen, int batch_size) {
   const int n = ++daemon_count_;
   const std::string id = "cairn-bench-" + std::to_string(::getpid()) + "-" + std::to_string(n);
   auto socket =
-      std::make_unique<bench::NotifySocket>(temp_->path() + "/notify-" + std::to_string(n));
+      std::make_unique<bench::NotifySocket>(temp_->path() / ("notify-" + std::to_string(n)));
   std::vector<std::string> env{"NOTIFY_SOCKET=" + socket->path()};
   if (!config_.database.url.empty()) env.push_back("CAIRN_DATABASE_URL=" + config_.database.url);
   return std::make_unique<Daemon>(
       std::vector<std::string>{executable_, "run", "--config",
                                DaemonConfigFile(slots, listen, batch_size), "--worker-id", id},
-      bench::ChildEnvironment(env), temp_->path() + "/" + id + ".log", std::move(socket));
+      process::ChildEnvironment(env), temp_->path() / (id + ".log"), std::move(socket));
 }
 
 void Bench::WaitReady(Daemon& daemon, const std::string& what) {
@@ -81,8 +81,8 @@ void Bench::WaitReady(Daemon& daemon, const std::string& what) {
   CheckInterrupted();
   if (!ready) {
     throw Error(ErrorKind::kPermanent, what + " did not report READY=1 within a minute (log " +
-                                           daemon.process().log_path() + "):\n" +
-                                           daemon.process().LogTail());
+                                           daemon.process().output_path() + "):\n" +
+                                           daemon.process().OutputTail());
   }
 }
 
@@ -101,7 +101,7 @@ void Bench::StopFleet(Fleet& fleet) {
     if (code != 0) {
       spdlog::warn("a cairn run of the benchmark ended with {}:\n{}",
                    code ? "exit code " + std::to_string(*code) : std::string("a timeout"),
-                   daemon->process().LogTail());
+                   daemon->process().OutputTail());
     }
   }
   fleet.clear();
@@ -136,14 +136,14 @@ void Bench::WaitForRuns(
     for (auto& daemon : fleet) {
       if (!daemon->process().Running()) {
         throw Error(ErrorKind::kPermanent, "a cairn run of the benchmark exited (log " +
-                                               daemon->process().log_path() + "):\n" +
-                                               daemon->process().LogTail());
+                                               daemon->process().output_path() + "):\n" +
+                                               daemon->process().OutputTail());
       }
     }
     if (Clock::now() - moved > std::chrono::minutes(2)) {
       throw Error(ErrorKind::kPermanent,
                   "no run of the benchmark moved for two minutes; the daemons' logs are in " +
-                      temp_->path());
+                      temp_->path().string());
     }
     Sleep(milliseconds(200));
   }

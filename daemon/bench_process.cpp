@@ -1,17 +1,11 @@
-// See bench_process.hpp. Between fork and exec only async-signal-safe
-// calls: argv, the environment and the log's path are built first.
+// See bench_process.hpp.
 #include "bench_process.hpp"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <glob.h>
 #include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,7 +14,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "errors.hpp"
@@ -32,29 +25,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string ErrnoText(const std::string& what) { return what + ": " + std::strerror(errno); }
-
-std::vector<char*> Pointers(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-[[noreturn]] void ChildFail(const char* what) {
-  const char* reason = std::strerror(errno);
-  (void)!::write(2, "cairn bench: ", 13);
-  (void)!::write(2, what, std::strlen(what));
-  (void)!::write(2, ": ", 2);
-  (void)!::write(2, reason, std::strlen(reason));
-  (void)!::write(2, "\n", 1);
-  ::_exit(127);
-}
-
-int DecodeStatus(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
-}
 
 // The value of "Key:" in a /proc file of "Key: value" lines, or "".
 std::string ProcField(const std::string& file, const std::string& key) {
@@ -70,92 +40,6 @@ std::string ProcField(const std::string& file, const std::string& key) {
 }
 
 }  // namespace
-
-namespace {
-
-// Forks and, in the child, execs argv with env and the log as standard
-// output and error; returns the child's pid (in the parent only).
-pid_t Spawn(const std::vector<std::string>& argv_strings,
-            const std::vector<std::string>& env_strings, const std::string& log_path) {
-  std::vector<std::string> args = argv_strings;
-  std::vector<std::string> env = env_strings;
-  std::vector<char*> argv = Pointers(args);
-  std::vector<char*> envp = Pointers(env);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) throw Error(ErrorKind::kPermanent, ErrnoText("fork"));
-  if (pid > 0) return pid;
-
-  // The child: die with the benchmark rather than outlive it.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(127);
-  // O_CLOEXEC: dup2 gives the copies on 0, 1 and 2 no close-on-exec flag.
-  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null_fd < 0 || ::dup2(null_fd, 0) < 0) ChildFail("/dev/null");
-  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (log_fd < 0) ChildFail(log_path.c_str());
-  if (::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0) ChildFail("dup2");
-  if (::syscall(SYS_close_range, 3U, ~0U, 0U) != 0) {
-    for (int fd = 3; fd < 65536; ++fd) ::close(fd);
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::execve(argv[0], argv.data(), envp.data());
-  ChildFail(argv[0]);
-}
-
-}  // namespace
-
-ChildProcess::ChildProcess(const std::vector<std::string>& argv,
-                           const std::vector<std::string>& env, std::string log_path)
-    : pid_(Spawn(argv, env, log_path)), log_path_(std::move(log_path)) {}
-
-ChildProcess::~ChildProcess() {
-  if (pid_ > 0 && !exited_) {
-    ::kill(pid_, SIGKILL);
-    Reap(true);
-  }
-}
-
-bool ChildProcess::Reap(bool block) {
-  if (pid_ <= 0) return false;
-  if (exited_) return true;
-  int status = 0;
-  while (true) {
-    const pid_t done = ::waitpid(pid_, &status, block ? 0 : WNOHANG);
-    if (done == pid_) {
-      exited_ = true;
-      exit_code_ = DecodeStatus(status);
-      return true;
-    }
-    if (done < 0 && errno == EINTR) continue;
-    return false;
-  }
-}
-
-bool ChildProcess::Running() { return pid_ > 0 && !Reap(false); }
-
-void ChildProcess::Signal(int signal_number) {
-  if (pid_ > 0 && !exited_) ::kill(pid_, signal_number);
-}
-
-std::optional<int> ChildProcess::Wait(std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (!Reap(false)) {
-    if (Clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return exit_code_;
-}
-
-std::string ChildProcess::LogTail(size_t bytes) const {
-  std::ifstream in(log_path_);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string all = text.str();
-  return all.size() > bytes ? "..." + all.substr(all.size() - bytes) : all;
-}
 
 NotifySocket::NotifySocket(std::string path) : path_(std::move(path)) {
   sockaddr_un address{};
@@ -198,25 +82,6 @@ bool NotifySocket::WaitReady(std::chrono::milliseconds timeout,
     if (!keep_waiting()) return false;
   }
   return false;
-}
-
-std::vector<std::string> ChildEnvironment(const std::vector<std::string>& extra) {
-  const auto replaced = [&](const char* entry) {
-    return std::any_of(extra.begin(), extra.end(), [&](const std::string& e) {
-      const size_t equals = e.find('=');
-      return equals != std::string::npos && std::strncmp(entry, e.c_str(), equals + 1) == 0;
-    });
-  };
-  std::vector<std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    if (std::strncmp(*e, "CAIRN_", 6) == 0 || std::strncmp(*e, "NOTIFY_SOCKET=", 14) == 0 ||
-        replaced(*e)) {
-      continue;
-    }
-    env.emplace_back(*e);
-  }
-  env.insert(env.end(), extra.begin(), extra.end());
-  return env;
 }
 
 std::string SelfExecutable() {

@@ -1,8 +1,8 @@
-// The processes `cairn bench` starts: `cairn run` daemons and pgbench, each
-// with its output in a log file, dying with the benchmark (PDEATHSIG); the
-// socket daemons report READY=1 on, with sd_notify's own protocol
-// (NOTIFY_SOCKET), as systemd would see them; and what /proc says about a
-// process's memory. Used from one thread.
+// What `cairn bench` needs around the processes it starts (`cairn run`
+// daemons and pgbench, as process::ChildProcess): the socket daemons report
+// READY=1 on, with sd_notify's own protocol (NOTIFY_SOCKET), as systemd would
+// see them; where executables are; and what /proc says about a process's
+// memory and the machine. Used from one thread.
 #pragma once
 
 #include <sys/types.h>
@@ -10,42 +10,10 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <string>
 #include <vector>
 
 namespace cairn::bench {
-
-// A child process: argv[0] is the executable's path, env is its whole
-// environment ("NAME=value"), standard output and error go to log_path,
-// standard input is /dev/null. The destructor kills it (SIGKILL) if it still
-// runs and reaps it.
-class ChildProcess {
- public:
-  ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-               std::string log_path);
-  ~ChildProcess();
-  ChildProcess(const ChildProcess&) = delete;
-  ChildProcess& operator=(const ChildProcess&) = delete;
-
-  pid_t pid() const { return pid_; }
-  bool Running();
-  void Signal(int signal_number);
-  // The exit code (0..255, or 128 + signal), or nullopt when it still runs
-  // after the timeout.
-  std::optional<int> Wait(std::chrono::milliseconds timeout);
-  // The end of its log, for an error message.
-  std::string LogTail(size_t bytes = 2000) const;
-  const std::string& log_path() const { return log_path_; }
-
- private:
-  bool Reap(bool block);
-
-  pid_t pid_ = -1;
-  bool exited_ = false;
-  int exit_code_ = 0;
-  std::string log_path_;
-};
 
 // A unix datagram socket for sd_notify messages (pass path() as
 // NOTIFY_SOCKET to one daemon). Removed when destroyed.
@@ -66,11 +34,6 @@ class NotifySocket {
   std::string path_;
   int fd_ = -1;
 };
-
-// This process's environment without the variables that would override
-// what a daemon's config file says (CAIRN_*) or where it reports readiness
-// (NOTIFY_SOCKET), plus `extra` ("NAME=value", replacing inherited NAMEs).
-std::vector<std::string> ChildEnvironment(const std::vector<std::string>& extra);
 
 // The path of this executable (/proc/self/exe resolved).
 std::string SelfExecutable();

@@ -109,13 +109,13 @@ Bench::PgbenchRun Bench::RunPgbenchStep(int clients, int64_t per_client,
   std::vector<std::string> env;
   if (!config_.database.url.empty()) env.push_back("PGDATABASE=" + config_.database.url);
   std::optional<int> code;
-  bench::ChildProcess pgbench(argv, bench::ChildEnvironment(env), temp_->path() + "/" + name);
+  process::ChildProcess pgbench(argv, process::ChildEnvironment(env), temp_->path() / name);
   progress_.Update(std::to_string(per_client * clients) + " steps");
   while (!(code = pgbench.Wait(milliseconds(100)))) CheckInterrupted();
-  const auto summary = bench::ParsePgbenchSummary(pgbench.LogTail(100000));
+  const auto summary = bench::ParsePgbenchSummary(pgbench.OutputTail(100000));
   if (*code != 0 || !summary || summary->failed != 0 || summary->transactions <= 0) {
     throw Error(ErrorKind::kPermanent, "pgbench failed (" + pgbench_ + ", exit code " +
-                                           std::to_string(*code) + "):\n" + pgbench.LogTail());
+                                           std::to_string(*code) + "):\n" + pgbench.OutputTail());
   }
   WaitForSessions(sessions);
   return {*summary, Cost(before, admin_->Snapshot(), summary->transactions)};
@@ -147,7 +147,7 @@ Bench::StepLatency Bench::MeasureStepLatency() {
   const std::string prefix = "pgbench-latency";
   RunPgbenchStep(1, settings_.signals,
                  {"--rate=" + std::to_string(1000 / std::max<int64_t>(spacing, 1)), "--log",
-                  "--log-prefix=" + temp_->path() + "/" + prefix},
+                  "--log-prefix=" + (temp_->path() / prefix).string()},
                  prefix + ".out");
   std::vector<double> latencies;
   for (const auto& entry : std::filesystem::directory_iterator(temp_->path())) {
@@ -161,7 +161,7 @@ Bench::StepLatency Bench::MeasureStepLatency() {
     latencies.insert(latencies.end(), some.begin(), some.end());
   }
   if (static_cast<int64_t>(latencies.size()) != settings_.signals) {
-    throw Error(ErrorKind::kPermanent, "pgbench's log in " + temp_->path() + " has " +
+    throw Error(ErrorKind::kPermanent, "pgbench's log in " + temp_->path().string() + " has " +
                                            std::to_string(latencies.size()) + " of " +
                                            std::to_string(settings_.signals) + " transactions");
   }

@@ -12,8 +12,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -27,8 +25,6 @@ namespace cairn::cli {
 namespace benchmark {
 
 namespace {
-
-namespace fs = std::filesystem;
 
 std::atomic<bool> interrupted{false};
 
@@ -124,31 +120,6 @@ void Sleep(milliseconds duration) {
   }
 }
 
-TempDir::TempDir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern =
-      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/cairn-bench-XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    throw Error(ErrorKind::kPermanent, "cannot create a folder like " + pattern);
-  }
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  fs::remove_all(path_, ignored);
-}
-
-std::string TempDir::Write(const std::string& name, const std::string& text) const {
-  std::string file = path_ + "/" + name;
-  std::ofstream out(file, std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) throw Error(ErrorKind::kPermanent, "cannot write " + file);
-  fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
-  return file;
-}
-
 Progress::Progress() : tty_(::isatty(2) != 0) {}
 
 void Progress::Begin(const std::string& phase) {
@@ -202,9 +173,9 @@ void Bench::Prepare() {
                 "pgbench, which measures the database's own ceiling, is neither on PATH nor in "
                 "/usr/lib/postgresql/*/bin: install it (Debian: apt-get install postgresql-15)");
   }
-  temp_ = std::make_unique<TempDir>();
-  pgbench_script_ =
-      temp_->Write("pgbench_step.sql", store::bench::PgbenchStepScript(config_.database.schema));
+  temp_ = std::make_unique<process::TempDir>("cairn-bench");
+  pgbench_script_ = temp_->WritePrivate("pgbench_step.sql",
+                                        store::bench::PgbenchStepScript(config_.database.schema));
   // Every definition of workflows.paths, as a daemon registers them, so that
   // runs can be started before the first daemon is up.
   admin_->connection().Transact([&](store::Tx& tx) {

@@ -12,6 +12,7 @@
 #include <iterator>
 #include <map>
 
+#include "temp_dir.hpp"
 #include "test_paths.hpp"
 
 namespace cairn {
@@ -20,27 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "cairn-cfg-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  fs::path Write(const std::string& name, const std::string& text) const {
-    const fs::path file = path_ / name;
-    fs::create_directories(file.parent_path());
-    std::ofstream(file, std::ios::binary) << text;
-    return file;
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using process::TempDir;
 
 std::string LoadError(const std::string& text, const std::string& source = "cairn.yaml") {
   try {

@@ -150,9 +150,10 @@ TEST_F(BadInput, JsonComesFromAFileOrStandardInputPastTheArgumentLimit) {
             2);
 
   // Missing files and oversized ones are refused before any SQL.
-  const CommandResult missing = Cli({"start", "sec_wait", "--input", "@" + dir.path() + "/no"});
+  const CommandResult missing =
+      Cli({"start", "sec_wait", "--input", "@" + dir.path().string() + "/no"});
   EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_THAT(missing.err, HasSubstr("cannot read " + dir.path() + "/no"));
+  EXPECT_THAT(missing.err, HasSubstr("cannot read " + dir.path().string() + "/no"));
   const std::string big =
       dir.Write("big.json", "{\"blob\": \"" + std::string(2 << 20, 'x') + "\"}");
   const CommandResult too_big = Cli({"start", "sec_wait", "--input", "@" + big});

@@ -102,7 +102,7 @@ TEST_F(DaemonErrors, ASuperuserRoleIsWarnedAbout) {
 
 TEST_F(DaemonErrors, PluginBuiltForAnotherAbiIsAStartupError) {
   TempDir plugins("cairn-abi");
-  const std::string target = plugins.path() + "/wrong_major.so";
+  const std::string target = plugins.path().string() + "/wrong_major.so";
   fs::copy_file(BuiltPluginDir() + "/fixtures/wrong_major.so", target);
   ::chmod(target.c_str(), 0755);
   DaemonOptions options = Options();
@@ -113,13 +113,14 @@ TEST_F(DaemonErrors, PluginBuiltForAnotherAbiIsAStartupError) {
 TEST_F(DaemonErrors, MissingPluginDirectoryIsAStartupError) {
   TempDir parent("cairn-missing");
   DaemonOptions options = Options();
-  options.plugin_directories = {parent.path() + "/no-such-dir"};
-  ExpectStartupError(options, {"no such file or directory", parent.path() + "/no-such-dir"});
+  options.plugin_directories = {parent.path().string() + "/no-such-dir"};
+  ExpectStartupError(options,
+                     {"no such file or directory", parent.path().string() + "/no-such-dir"});
 }
 
 TEST_F(DaemonErrors, WorldWritablePluginDirectoryIsRefused) {
   TempDir plugins("cairn-writable");
-  const std::string target = plugins.path() + "/noop.so";
+  const std::string target = plugins.path().string() + "/noop.so";
   fs::copy_file(BuiltPluginDir() + "/noop.so", target);
   ::chmod(target.c_str(), 0755);
   ::chmod(plugins.path().c_str(), 0777);

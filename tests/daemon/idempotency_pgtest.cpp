@@ -70,7 +70,7 @@ class IdempotencyE2E : public StoreTest {
   }
 
   TempDir dir_{"cairn-idempotency"};
-  std::string effects_ = dir_.path() + "/effects";
+  std::string effects_ = dir_.path().string() + "/effects";
 };
 
 // Two daemons, one running steps in step processes and one on threads, race

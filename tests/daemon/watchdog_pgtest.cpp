@@ -32,7 +32,7 @@ using namespace std::chrono_literals;
 class NotifySocket {
  public:
   NotifySocket() : dir_("cairn-notify") {
-    path_ = dir_.path() + "/notify";
+    path_ = dir_.path().string() + "/notify";
     fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     sockaddr_un address{};
     address.sun_family = AF_UNIX;

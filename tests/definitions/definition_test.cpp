@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "temp_dir.hpp"
 #include "test_paths.hpp"
 #include "yaml_input.hpp"
 
@@ -22,27 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
-// A fresh temporary directory, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "cairn-def-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  fs::path Write(const std::string& name, const std::string& text) const {
-    const fs::path file = path_ / name;
-    std::ofstream(file, std::ios::binary) << text;
-    return file;
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using process::TempDir;
 
 // The message of the ConfigError that loading text throws, or "" when none.
 std::string LoadError(const std::string& text, const std::string& source = "wf.yaml") {

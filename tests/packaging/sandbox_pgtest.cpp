@@ -94,7 +94,7 @@ class UnitSandbox : public DaemonTest {
 TEST_F(UnitSandbox, TheDaemonUsesNothingTheUnitTakesAway) {
   const std::string unit = ReadFile(SourceDir() + "/systemd/cairn.service");
   TempDir dir("cairn-sandbox");
-  const std::string trace = dir.path() + "/trace";
+  const std::string trace = dir.path().string() + "/trace";
   const uint16_t port = static_cast<uint16_t>(FindFreePort());
   // The daemon as the unit would run it, traced; CAIRN_METRICS_LISTEN turns
   // the metrics listener on (the harness's config leaves it off).

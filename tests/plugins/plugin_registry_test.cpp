@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.hpp"
 #include "test_paths.hpp"
 
 namespace cairn {
@@ -88,25 +89,7 @@ struct Invocation {
   }
 };
 
-// A fresh directory under the temp dir (mode 0700 from mkdtemp), removed at
-// the end.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "cairn-plugin-test-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using process::TempDir;
 
 void Chmod(const fs::path& path, mode_t mode) { ASSERT_EQ(::chmod(path.c_str(), mode), 0) << path; }
 

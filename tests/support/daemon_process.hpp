@@ -1,19 +1,23 @@
 // End-to-end helpers: a real `cairn run` daemon as a child process, configured
 // by a YAML file written into its own temporary folder, with its output in a
 // log file; and a runner for one-shot CLI commands (`cairn start`, `show`...).
-// Children are started with an empty signal mask (test_main blocks SIGTERM
-// and friends in every thread) and die with the test process (PDEATHSIG).
+// Children are process::ChildProcess: started with an empty signal mask
+// (test_main blocks SIGTERM and friends in every thread), they die with the
+// test process (PDEATHSIG).
 #pragma once
 
 #include <signal.h>
 #include <sys/types.h>
 
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "child_process.hpp"
+#include "temp_dir.hpp"
 #include "test_paths.hpp"
 
 namespace cairn::test {
@@ -22,21 +26,15 @@ namespace cairn::test {
 // only where the compile definitions exist (test sources, not the support
 // library), so every definition that exists is the same.
 
-// A mkdtemp folder (mode 0755, so plugins may be loaded from below it),
-// removed with everything in it when destroyed.
-class TempDir {
+// A scratch folder that others may traverse (mode 0755), so that plugins
+// may be loaded from below it.
+class TempDir : public process::TempDir {
  public:
-  explicit TempDir(const std::string& prefix = "cairn-e2e");
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  // Writes a file below the folder and returns its path.
-  std::string Write(const std::string& name, const std::string& text) const;
-
- private:
-  std::string path_;
+  explicit TempDir(const std::string& prefix = "cairn-e2e")
+      : process::TempDir(
+            prefix, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                        std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                        std::filesystem::perms::others_exec) {}
 };
 
 // Everything the daemon's YAML config says. Durations are cairn duration
@@ -122,7 +120,7 @@ class DaemonProcess {
   std::optional<int> WaitExit(std::chrono::milliseconds timeout = std::chrono::seconds(30));
   bool Running();
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_ ? child_->pid() : 0; }
   const std::string& worker_id() const { return options_.worker_id; }
   const std::string& config_path() const { return config_path_; }
   const std::string& log_path() const { return log_path_; }
@@ -133,15 +131,11 @@ class DaemonProcess {
   long ClaimedAtStop() const;
 
  private:
-  bool Reap(bool block);
-
   DaemonOptions options_;
   TempDir dir_;
   std::string config_path_;
   std::string log_path_;
-  pid_t pid_ = 0;
-  bool exited_ = false;
-  int exit_status_ = 0;  // as decoded by WaitExit
+  std::optional<process::ChildProcess> child_;
 };
 
 struct CommandResult {

@@ -27,7 +27,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,6 +35,8 @@
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+#include "child_process.hpp"
 
 #ifndef CAIRN_PG_TEMPLATE_ROOT
 #define CAIRN_PG_TEMPLATE_ROOT ""
@@ -264,13 +265,6 @@ pid_t Spawn(const SpawnSpec& spec) {
   return pid;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // Runs a command to completion; throws with its output when it fails.
 void Run(SpawnSpec spec, const std::string& what) {
   pid_t pid = Spawn(spec);
@@ -281,7 +275,7 @@ void Run(SpawnSpec spec, const std::string& what) {
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     throw std::runtime_error(
         what + " failed (status " + std::to_string(status) + ")" +
-        (spec.output_path.empty() ? std::string() : ":\n" + ReadFile(spec.output_path)));
+        (spec.output_path.empty() ? std::string() : ":\n" + process::ReadFile(spec.output_path)));
   }
 }
 
@@ -373,7 +367,7 @@ bool StartPostmaster(ServerState& state, std::string* failure) {
     if (exited == pid || (exited < 0 && errno == ECHILD)) {
       std::lock_guard lock(StateMutex());
       if (state.postmaster == pid) state.postmaster = 0;
-      std::string log = ReadFile(state.log_path);
+      std::string log = process::ReadFile(state.log_path);
       *failure = "postgres exited during start-up (status " + std::to_string(status) +
                  "); server log " + state.log_path + ":\n" + log;
       return log.find("Address already in use") == std::string::npos &&
@@ -383,7 +377,7 @@ bool StartPostmaster(ServerState& state, std::string* failure) {
     if (Clock::now() > deadline) {
       *failure = "postgres did not accept connections within " +
                  std::to_string(kStartTimeout.count()) + "s; server log " + state.log_path + ":\n" +
-                 ReadFile(state.log_path);
+                 process::ReadFile(state.log_path);
       return true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(25));

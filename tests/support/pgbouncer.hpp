@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 
 #include "daemon_process.hpp"
@@ -29,7 +30,7 @@ class PgBouncer {
  private:
   TempDir dir_;
   std::string url_;
-  pid_t pid_ = 0;
+  std::optional<process::ChildProcess> child_;
 };
 
 }  // namespace cairn::test
