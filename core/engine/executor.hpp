@@ -81,6 +81,8 @@ class Executor {
 
   // False after a connection error: the slot should build a new Executor.
   bool Healthy() const;
+  // The slot's session, between runs: the slot claims its next run on it.
+  store::Connection& session() { return *connection_; }
 
  private:
   struct StepResult;

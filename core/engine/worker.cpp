@@ -274,16 +274,7 @@ void Worker::PollLoop() {
       if (free_slots > 0) {
         const int want = batch_size > 1 ? std::min(free_slots * batch_size, kMaxRunsPerClaim)
                                         : std::min(free_slots, claim_batch);
-        const auto claim_started = std::chrono::steady_clock::now();
-        auto runs = connection->Transact([&](store::Tx& tx) {
-          return store::ClaimRuns(tx, queues, hashes, want, options_.worker_id, options_.lease);
-        });
-        health_.DatabaseReached();
-        if (options_.metrics) {
-          options_.metrics->Claimed(std::chrono::steady_clock::now() - claim_started,
-                                    static_cast<int64_t>(runs.size()));
-          for (const auto& claim : runs) options_.metrics->RunsClaimed(claim.run.queue);
-        }
+        auto runs = Claim(*connection, {queues, hashes, want});
         const auto claimed = static_cast<int64_t>(runs.size());
         if (claimed > 0) {
           {
@@ -293,12 +284,10 @@ void Worker::PollLoop() {
             }
           }
           slots_cv_.notify_all();
-          std::lock_guard stats_lock(stats_mutex_);
-          stats_.claimed += claimed;
         }
         // A full batch means more may be due right now.
         if (claimed == want) continue;
-        auto next_due = connection->Transact(
+        auto next_due = connection->Autocommit(
             [&](store::Tx& tx) { return store::MillisUntilNextDue(tx, queues, hashes); });
         if (next_due)
           wait = std::min(wait, std::chrono::milliseconds(std::max<int64_t>(*next_due, 1)));
@@ -331,10 +320,15 @@ void Worker::SlotLoop(int slot) {
   executor_options.pulse = &pulse;
   const auto surplus = [&] { return slot >= concurrency_; };  // concurrency went down
   auto has_work = [&] { return stop_claiming_.load() || surplus() || !queue_.empty(); };
+  // A run this slot claimed itself on finishing the one before.
+  std::optional<Claimed> next;
   while (true) {
     Claimed claimed;
     pulse.Rest();  // an idle slot is not late
-    {
+    if (next) {
+      claimed = std::move(*next);
+      next.reset();
+    } else {
       std::unique_lock lock(mutex_);
       while (!slots_cv_.wait_for(lock, options_.idle_timeout, has_work)) {
         // Idle: give the connection back to the server until there is work.
@@ -383,6 +377,8 @@ void Worker::SlotLoop(int slot) {
         if (end == ExecutionEnd::kLost) ++stats_.lost;
       }
     }
+    if (executor) next = ClaimForSlot(slot, *executor, executor_definitions);
+    if (next) continue;  // still busy
     {
       std::lock_guard lock(mutex_);
       --busy_;
@@ -390,6 +386,60 @@ void Worker::SlotLoop(int slot) {
     }
     poller_cv_.notify_all();
     idle_cv_.notify_all();
+  }
+}
+
+std::vector<store::ClaimedRun> Worker::Claim(store::Connection& connection,
+                                             const ClaimRequest& request) {
+  const auto started = std::chrono::steady_clock::now();
+  auto runs = connection.Autocommit([&](store::Tx& tx) {
+    return store::ClaimRuns(tx, request.queues, request.hashes, request.want, options_.worker_id,
+                            options_.lease);
+  });
+  health_.DatabaseReached();
+  if (options_.metrics) {
+    options_.metrics->Claimed(std::chrono::steady_clock::now() - started,
+                              static_cast<int64_t>(runs.size()));
+    for (const auto& claim : runs) options_.metrics->RunsClaimed(claim.run.queue);
+  }
+  {
+    std::lock_guard lock(mutex_);
+    backlog_ = static_cast<int>(runs.size()) == request.want;
+  }
+  std::lock_guard stats_lock(stats_mutex_);
+  stats_.claimed += static_cast<int64_t>(runs.size());
+  return runs;
+}
+
+std::optional<Worker::Claimed> Worker::ClaimForSlot(
+    int slot, Executor& executor, const std::shared_ptr<const DefinitionSet>& definitions) {
+  ClaimRequest request;
+  {
+    std::lock_guard lock(mutex_);
+    // Runs the poller claimed go first. With other slots busy, the database
+    // has their work while the poller claims, for every slot freed by then
+    // at once. A slot no longer wanted, a stop, a reload's new definitions
+    // and batch mode leave claiming to the poller too.
+    if (!backlog_ || busy_ > 1 || !queue_.empty() || stop_claiming_.load() ||
+        slot >= concurrency_ || batch_size_ > 1 || definitions != definitions_ ||
+        !executor.Healthy()) {
+      return std::nullopt;
+    }
+    request = {queues_, served_hashes_, 1};
+  }
+  try {
+    auto runs = Claim(executor.session(), request);
+    if (runs.empty()) return std::nullopt;
+    {
+      std::lock_guard stats_lock(stats_mutex_);
+      ++stats_.claimed_by_slots;
+    }
+    return Claimed{std::move(runs), definitions};
+  } catch (const std::exception& e) {
+    // The poller claims for the slot instead; the executor's next run finds
+    // out whether its session is still good.
+    spdlog::warn("slot {}: claiming its next run: {}", slot, e.what());
+    return std::nullopt;
   }
 }
 

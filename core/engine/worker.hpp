@@ -13,6 +13,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -76,6 +77,8 @@ struct WorkerServing {
 
 struct WorkerStats {
   int64_t claimed = 0;
+  // Of those, claimed by a slot for itself as it finished a run.
+  int64_t claimed_by_slots = 0;
   int64_t parked = 0;
   int64_t handed_back = 0;
   int64_t lost = 0;
@@ -122,7 +125,27 @@ class Worker {
     std::shared_ptr<const DefinitionSet> definitions;
   };
 
+  // What a claim asks for: due runs of these queues and definitions.
+  struct ClaimRequest {
+    std::vector<std::string> queues;
+    std::vector<std::string> hashes;
+    int want = 1;
+  };
+
   void PollLoop();
+  // One claim_runs statement on `connection`, without an explicit
+  // transaction (one round trip), recorded in the metrics and stats; whether
+  // it came back full is what tells the slots that a backlog is waiting.
+  std::vector<store::ClaimedRun> Claim(store::Connection& connection, const ClaimRequest& request);
+  // The worker's only busy slot, finishing its run while a backlog is
+  // waiting, claims the next one on its own session and keeps going: a
+  // hand-off to the poller and back, whose thread and server process would
+  // each have to get the CPU first, would leave the worker with nothing in
+  // flight. Nothing when other slots are busy, the poller has claimed runs
+  // still waiting for a slot, the last claim came back short, or the worker
+  // is stopping, has fewer slots or other definitions now, or runs batches.
+  std::optional<Claimed> ClaimForSlot(int slot, Executor& executor,
+                                      const std::shared_ptr<const DefinitionSet>& definitions);
   void SlotLoop(int slot);
   void StartSlots();  // threads for the slots below concurrency_ that have none
   void ListenLoop();
@@ -151,6 +174,8 @@ class Worker {
   std::deque<Claimed> queue_;
   int busy_ = 0;
   bool wake_ = false;
+  // The last claim, the poller's or a slot's, got every run it asked for.
+  bool backlog_ = false;
   // What the worker serves (Reload changes it), guarded by mutex_.
   std::vector<std::string> queues_;
   int concurrency_ = 0;

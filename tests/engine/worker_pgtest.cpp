@@ -273,6 +273,15 @@ class WorkerTest : public StoreTest {
 
   const WorkflowDefinition& Definition(const std::string& name) { return *definitions_.Find(name); }
 
+  // What a worker's start registers, so that runs can start before one does.
+  void RegisterDefinitions() {
+    conn().Transact([&](store::Tx& tx) {
+      for (const auto* d : definitions_.All()) {
+        store::RegisterDefinition(tx, {d->hash, d->name, d->version, d->FirstStep(), ToJson(*d)});
+      }
+    });
+  }
+
   DefinitionSet definitions_;
 
  private:
@@ -492,6 +501,50 @@ TEST_F(WorkerTest, HigherPriorityRunsFirst) {
   EXPECT_LT(completed_at(mid), CommitsOf(low).at(0).position);
 }
 
+// ---------------------------------------------------------------- claims
+
+TEST_F(WorkerTest, ASlotThatFinishesARunUnderABacklogClaimsTheNextOneItself) {
+  RegisterDefinitions();
+  for (int i = 0; i < 5; ++i) StartRun("one");
+  WorkerOptions options = Options();
+  options.concurrency = 1;
+  options.claim_batch = 1;
+  Worker& worker = StartWorker(options);
+
+  const std::string completed = "SELECT count(*) FROM {s}.runs WHERE status = 'completed'";
+  ASSERT_TRUE(Eventually([&] { return SqlInt(completed) == 5; }));
+  // The poller's claim came back full: the slot took each next run on its
+  // own session, and its sixth claim, which found none, handed claiming back.
+  EXPECT_EQ(worker.Stats().claimed, 5);
+  EXPECT_EQ(worker.Stats().claimed_by_slots, 4);
+  EXPECT_EQ(worker.Stats().lost, 0);
+}
+
+TEST_F(WorkerTest, AStopWhileSlotsClaimTheirOwnRunsLeavesNoRunClaimed) {
+  RegisterDefinitions();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 20; ++i) ids.push_back(StartRun("two", {{"sleep_ms", 20}}));
+  WorkerOptions options = Options();
+  options.concurrency = 1;
+  options.claim_batch = 1;
+  Worker& worker = StartWorker(options);
+  ASSERT_TRUE(Eventually([&] { return worker.Stats().claimed_by_slots >= 2; }));
+
+  EXPECT_TRUE(worker.Stop());
+  // Every run is done, or due again with its lease let go, never stranded
+  // on the stopped worker.
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE lease_owner IS NOT NULL OR status NOT IN "
+                   "('ready', 'completed')"),
+            0);
+  EXPECT_LT(worker.Stats().claimed, 20);
+
+  StartWorker();
+  for (const auto& id : ids) {
+    ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
+    EXPECT_THAT(CommittedSteps(id), ElementsAre("first", "second")) << Describe(id);
+  }
+}
+
 // ---------------------------------------------------------------- transactional steps
 
 TEST_F(WorkerTest, TransactionalStepWithFailingSqlRollsBackAndRetries) {
@@ -674,11 +727,7 @@ class BatchModeTest : public WorkerTest {
   void SetUp() override {
     WorkerTest::SetUp();
     if (HasFatalFailure()) return;
-    conn().Transact([&](store::Tx& tx) {
-      for (const auto* d : definitions_.All()) {
-        store::RegisterDefinition(tx, {d->hash, d->name, d->version, d->FirstStep(), ToJson(*d)});
-      }
-    });
+    RegisterDefinitions();
   }
 
   // One slot, so that one batch holds every run started before it.
