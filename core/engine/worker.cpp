@@ -275,6 +275,7 @@ void Worker::PollLoop() {
         const int want = batch_size > 1 ? std::min(free_slots * batch_size, kMaxRunsPerClaim)
                                         : std::min(free_slots, claim_batch);
         auto runs = Claim(*connection, {queues, hashes, want});
+        health_.DatabaseReached();
         const auto claimed = static_cast<int64_t>(runs.size());
         if (claimed > 0) {
           {
@@ -396,7 +397,6 @@ std::vector<store::ClaimedRun> Worker::Claim(store::Connection& connection,
     return store::ClaimRuns(tx, request.queues, request.hashes, request.want, options_.worker_id,
                             options_.lease);
   });
-  health_.DatabaseReached();
   if (options_.metrics) {
     options_.metrics->Claimed(std::chrono::steady_clock::now() - started,
                               static_cast<int64_t>(runs.size()));

@@ -1,5 +1,7 @@
 // Store operations of a worker: starting and claiming runs, leases,
 // registration of workers and definitions, and LISTEN for wake-ups.
+#include <spdlog/spdlog.h>
+
 #include "identifier.hpp"
 #include "sql_catalog.hpp"
 #include "store_internal.hpp"
@@ -66,7 +68,15 @@ std::vector<ClaimedRun> ClaimRuns(Tx& tx, const std::vector<std::string>& queues
   for (const auto& row :
        Internal(tx).Exec("claim_runs", ArrayLiteral(queues), ArrayLiteral(definition_hashes), limit,
                          worker_id, static_cast<int64_t>(lease.count()))) {
-    runs.push_back({DecodeRun(row), row["step_tokens"].as<bool>()});
+    try {
+      runs.push_back({DecodeRun(row), row["step_tokens"].as<bool>()});
+    } catch (const std::exception& e) {
+      // The claim may have committed already (it is one statement): the
+      // runs claimed with this one go on, and this one is left to its lease,
+      // whose expiries the crash limit counts.
+      spdlog::error("run {}: claimed, but its row cannot be read ({}); left to its lease",
+                    row["id"].c_str(), e.what());
+    }
   }
   return runs;
 }

@@ -520,10 +520,27 @@ TEST_F(WorkerTest, ASlotThatFinishesARunUnderABacklogClaimsTheNextOneItself) {
   EXPECT_EQ(worker.Stats().lost, 0);
 }
 
+TEST_F(WorkerTest, ARunTheWorkerCannotReadCostsTheRunsClaimedWithItNothing) {
+  RegisterDefinitions();
+  // jsonb holds the number; the daemon's JSON (doubles) cannot.
+  const std::string unreadable =
+      Sql("SELECT {s}.start_run('one', '{\"x\": 1e400}', p_priority => 1)");
+  const std::string id = StartRun("one");
+  WorkerOptions options = Options();
+  options.crash_limit = 1;
+  StartWorker(options);
+
+  // Claimed together: the other run goes on well within its lease.
+  EXPECT_TRUE(EventuallyStatus(id, "completed", 1500ms)) << Describe(id);
+  // The unreadable one is left to its lease, then failed by the crash limit.
+  ASSERT_TRUE(EventuallyStatus(unreadable, "failed", 20s)) << Describe(unreadable);
+  EXPECT_THAT(RunColumn(unreadable, "error"), HasSubstr("crashed"));
+}
+
 TEST_F(WorkerTest, AStopWhileSlotsClaimTheirOwnRunsLeavesNoRunClaimed) {
   RegisterDefinitions();
   std::vector<std::string> ids;
-  for (int i = 0; i < 20; ++i) ids.push_back(StartRun("two", {{"sleep_ms", 20}}));
+  for (int i = 0; i < 40; ++i) ids.push_back(StartRun("two", {{"sleep_ms", 30}}));
   WorkerOptions options = Options();
   options.concurrency = 1;
   options.claim_batch = 1;
@@ -536,7 +553,7 @@ TEST_F(WorkerTest, AStopWhileSlotsClaimTheirOwnRunsLeavesNoRunClaimed) {
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE lease_owner IS NOT NULL OR status NOT IN "
                    "('ready', 'completed')"),
             0);
-  EXPECT_LT(worker.Stats().claimed, 20);
+  EXPECT_LT(worker.Stats().claimed, 40);
 
   StartWorker();
   for (const auto& id : ids) {

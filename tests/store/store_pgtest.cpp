@@ -1441,6 +1441,24 @@ TEST_F(StoreClaim, CommitsWithoutWaitingForTheWalFlushAndOnlyItself) {
   EXPECT_EQ(conn().Transact(synchronous_commit), "on");
 }
 
+// As the worker claims: one statement, its own implicit transaction, after
+// which the session's next commit (a slot's checkpoint) waits for the flush.
+TEST_F(StoreClaim, OneStatementClaimLeavesTheSessionFlushingItsCommits) {
+  Ready("default", 0, -1);
+  EXPECT_EQ(conn()
+                .Autocommit([&](store::Tx& tx) {
+                  return store::ClaimRuns(tx, {"default"}, {"hash-1"}, 1, "worker-1", 30s);
+                })
+                .size(),
+            1u);
+  EXPECT_EQ(conn().Autocommit([](store::Tx& tx) {
+    return store::ExecuteStepSql(tx, "SELECT current_setting('synchronous_commit') AS value",
+                                 nullptr)[0]["value"]
+        .get<std::string>();
+  }),
+            "on");
+}
+
 // ---------------------------------------------------------------- session plans
 
 class StoreSessionPlans : public StoreTest {
