@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -183,6 +184,53 @@ TEST_F(Limits, EmptyAndOversizedKeysAreRefusedBeforeAndInSql) {
   // 512 bytes is allowed.
   request.key = std::string(512, 'k');
   EXPECT_EQ(Start(request).size(), 36u);
+}
+
+// jsonb holds numbers of any size, and cairn reads JSON numbers as doubles: a
+// run whose input held a number past the largest double (or one that rounds
+// up past it) would be claimed by a worker that cannot read it. Every entry
+// of the SQL API that takes JSON refuses such a number, naming where it is,
+// and changes nothing; every number a double holds still passes.
+TEST_F(Limits, NumbersBeyondADoubleAreRefusedWhereverTheSqlApiTakesJson) {
+  const std::string rounds_past_the_largest = "(2::numeric ^ 1024 - 2::numeric ^ 970)";
+  const auto refusal = [&](const std::string& sql) -> std::string {
+    try {
+      Sql(sql);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "accepted: " << sql;
+    return "";
+  };
+  EXPECT_THAT(refusal("SELECT {s}.start_run('wf', '{\"amount\": 1e400}')"),
+              HasSubstr("the run's input holds a number of 401 digits (100000000000..."));
+  EXPECT_THAT(refusal("SELECT {s}.start_run('wf', jsonb_build_object('a', jsonb_build_array(-" +
+                      rounds_past_the_largest + ")))"),
+              HasSubstr("the run's input holds a number of 309 digits (-17976931348"));
+  EXPECT_THAT(refusal("SELECT count(*) FROM {s}.start_runs('wf', '[{}, {\"x\": [1e309]}]')"),
+              HasSubstr("the input of run 2 holds a number of 310 digits"));
+  EXPECT_THAT(refusal("SELECT {s}.signal('payment:1', '{\"cents\": 1e400}')"),
+              HasSubstr("the signal's payload holds a number of 401 digits"));
+  Sql("SELECT {s}.idempotency_claim('charge-1', 'checkout-7', interval '1 hour')");
+  EXPECT_THAT(refusal("SELECT {s}.idempotency_complete('charge-1', 'checkout-7', '[1e400]', "
+                      "interval '1 hour')"),
+              HasSubstr("the idempotency result holds a number of 401 digits"));
+  EXPECT_THAT(refusal("SELECT {s}.signal('payment:1', '{\"cents\": 1e400}')"),
+              HasSubstr("beyond the largest number a double holds (1.7976931348623157e308)"));
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs"), 0);
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.signal_inbox"), 0);
+  EXPECT_EQ(Sql("SELECT status FROM {s}.idempotency_keys"), "in_progress");
+
+  const std::string run_id =
+      Sql("SELECT {s}.start_run('wf', jsonb_build_object('largest', " + rounds_past_the_largest +
+          " - 1, 'tiny', 1e-400, 'padding', repeat('x', 400)))");
+  const auto run = conn().Transact([&](store::Tx& tx) { return store::GetRun(tx, run_id); });
+  ASSERT_TRUE(run.has_value());
+  EXPECT_EQ(run->input["largest"].get<double>(), std::numeric_limits<double>::max());
+  EXPECT_EQ(run->input["tiny"].get<double>(), 0.0);
+  EXPECT_EQ(Sql("SELECT count(*) FROM {s}.start_runs('wf', '[{\"n\": 1e308}, {\"n\": -1e-308}]')"),
+            "2");
+  EXPECT_EQ(Sql("SELECT {s}.signal('payment:1', '{\"cents\": 1.5e300}')"), "stored");
 }
 
 TEST_F(Limits, ACheckpointWithAContextOverTheLimitIsRefusedAndChangesNothing) {
