@@ -5,12 +5,17 @@
 // session mode it works as it does on a direct connection.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "daemon_fixture.hpp"
+#include "errors.hpp"
 #include "pgbouncer.hpp"
+#include "store.hpp"
 
 namespace cairn::test {
 namespace {
@@ -25,6 +30,37 @@ class Pooler : public DaemonTest {
     DaemonOptions o = Options(2);
     o.url = bouncer.url();
     return std::make_unique<DaemonProcess>(o);
+  }
+
+  // How many of `checks` session checks through `bouncer` passed, while two
+  // other clients ran statements through the same pool all along (as the
+  // daemon's own start connection does beside its check).
+  static int ChecksPassedWhileOthersUseThePool(const PgBouncer& bouncer, int checks) {
+    store::ConnectionOptions options;
+    options.url = bouncer.url();
+    std::atomic<bool> done{false};
+    std::vector<std::thread> others;
+    for (int i = 0; i < 2; ++i) {
+      others.emplace_back([&] {
+        while (!done) {
+          try {
+            store::CheckSessionPooling(options);
+          } catch (const std::exception&) {
+          }
+        }
+      });
+    }
+    int passed = 0;
+    for (int i = 0; i < checks; ++i) {
+      try {
+        store::CheckSessionPooling(options);
+        ++passed;
+      } catch (const InvalidArgumentError&) {
+      }
+    }
+    done = true;
+    for (auto& other : others) other.join();
+    return passed;
   }
 };
 
@@ -41,6 +77,15 @@ TEST_F(Pooler, TransactionModeIsRefusedAtStartWithWhatToDo) {
   EXPECT_NE(log.find("pool_mode=session"), std::string::npos) << log;
   // One clear line, not a loop of warnings.
   EXPECT_LT(std::count(log.begin(), log.end(), '\n'), 20) << log;
+}
+
+// Other clients of the pool may hand the check's first server back to it
+// between its statements; a check that trusted one round then passed.
+TEST_F(Pooler, TheSessionCheckSeesATransactionPoolerThatOtherClientsShare) {
+  PgBouncer transaction(url(), "transaction");
+  EXPECT_EQ(ChecksPassedWhileOthersUseThePool(transaction, 200), 0);
+  PgBouncer session(url(), "session");
+  EXPECT_EQ(ChecksPassedWhileOthersUseThePool(session, 50), 50) << session.Log();
 }
 
 TEST_F(Pooler, SessionModeRunsWorkflowsAsADirectConnectionDoes) {
