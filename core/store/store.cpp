@@ -225,12 +225,12 @@ void CheckSessionPooling(const ConnectionOptions& options) {
     }
     // The two take turns, each statement its own transaction. Behind a
     // transaction pooler the other is handed the server the probe just let
-    // go (PgBouncer reuses the last one first), or the probe one that another
-    // client used meanwhile: either shows in a round. A third client of the
-    // pool can hand the probe's server back to it in between, so one round
-    // proves nothing; the chance that it does so in every round is what is
-    // left. A direct or session-mode connection keeps each of the two on
-    // its own server process throughout.
+    // go (PgBouncer reuses the last one first), or the probe is handed one
+    // that another client used meanwhile: either shows in a round. A third
+    // client of the pool can hand the probe's own server back to it in
+    // between, so one round proves little; that it does so in every round
+    // is the chance left. A direct or session-mode connection keeps each of
+    // the two on its own server process throughout.
     std::string other_pid;
     for (int round = 0; round < kSessionCheckRounds && !shared; ++round) {
       const auto [other_now, other_token] = ReadSessionProbe(other);

@@ -50,16 +50,24 @@ class Pooler : public DaemonTest {
         }
       });
     }
+    const auto stop_others = [&] {
+      done = true;
+      for (auto& other : others) other.join();
+    };
     int passed = 0;
-    for (int i = 0; i < checks; ++i) {
-      try {
-        store::CheckSessionPooling(options);
-        ++passed;
-      } catch (const InvalidArgumentError&) {
+    try {
+      for (int i = 0; i < checks; ++i) {
+        try {
+          store::CheckSessionPooling(options);
+          ++passed;
+        } catch (const InvalidArgumentError&) {
+        }
       }
+    } catch (...) {
+      stop_others();
+      throw;
     }
-    done = true;
-    for (auto& other : others) other.join();
+    stop_others();
     return passed;
   }
 };
