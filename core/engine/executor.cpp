@@ -72,7 +72,8 @@ std::optional<StepOutcome> RefusalOf(const Error& e, Metrics* metrics, const std
 using executor_detail::OneStatement;
 using executor_detail::RefusalOf;
 
-Executor::CommittedPlan Executor::Commit(store::Tx& tx, StepPlan& plan, bool release_stack) {
+Executor::CommittedPlan Executor::Commit(store::Tx& tx, StepPlan& plan, bool release_stack,
+                                         const store::NextClaim* next) {
   CommittedPlan committed;
   if (plan.wait) {
     // A wait whose signal already arrived (the inbox) turns the plan into
@@ -97,7 +98,14 @@ Executor::CommittedPlan Executor::Commit(store::Tx& tx, StepPlan& plan, bool rel
     (*started->value)["id"] = store::StartChildRun(tx, plan.checkpoint.run_id, report_to, child);
     ++started;
   }
-  committed.checkpoint = store::SaveCheckpoint(tx, plan.checkpoint, plan.events, release_stack);
+  if (next) {
+    store::CheckpointAndNextRun saved =
+        store::SaveCheckpointAndClaim(tx, plan.checkpoint, plan.events, *next);
+    committed.checkpoint = saved.checkpoint;
+    committed.next_run = std::move(saved.next);
+  } else {
+    committed.checkpoint = store::SaveCheckpoint(tx, plan.checkpoint, plan.events, release_stack);
+  }
   for (const auto& [key, payload] : plan.signals) {
     committed.signals.push_back(store::Signal(tx, key, payload));
   }
@@ -176,9 +184,40 @@ std::variant<Executor::Turn, ExecutionEnd> Executor::Open(const store::ClaimedRu
 }
 
 ExecutionEnd Executor::Execute(const store::ClaimedRun& claim, const std::atomic<bool>& stopping) {
-  const std::string& run_id = claim.run.id;
   try {
-    store::StackLockedRun fresh = std::move(LockStackAndLoad({run_id}).front());
+    store::StackLockedRun fresh = std::move(LockStackAndLoad({claim.run.id}).front());
+    return ExecuteOpened(claim, std::move(fresh), stopping);
+  } catch (const std::exception& e) {
+    spdlog::error("run {}: {}", claim.run.id, e.what());
+    return ExecutionEnd::kLost;
+  }
+}
+
+ExecutionEnd Executor::ExecuteNext(store::ClaimedNextRun next, const std::atomic<bool>& stopping) {
+  if (!next.opened.run) {
+    // Its row could not be read (the store said so): left to its lease.
+    try {
+      connection_->UnlockStack(next.run_id);  // nothing when it was not taken
+    } catch (const std::exception& e) {
+      spdlog::warn("run {}: releasing the stack lock failed: {}", next.run_id, e.what());
+    }
+    return ExecutionEnd::kLost;
+  }
+  const store::ClaimedRun claim{next.opened.run->run, next.step_tokens};
+  return ExecuteOpened(claim, std::move(next.opened), stopping);
+}
+
+std::optional<store::ClaimedNextRun> Executor::TakeNextRun() {
+  std::optional<store::ClaimedNextRun> next = std::move(next_run_);
+  next_run_.reset();
+  return next;
+}
+
+ExecutionEnd Executor::ExecuteOpened(const store::ClaimedRun& claim, store::StackLockedRun fresh,
+                                     const std::atomic<bool>& stopping) {
+  const std::string& run_id = claim.run.id;
+  next_run_.reset();
+  try {
     struct Unlock {
       store::Connection& connection;
       const std::string& run_id;
@@ -196,8 +235,13 @@ ExecutionEnd Executor::Execute(const store::ClaimedRun& claim, const std::atomic
     struct Drop {
       LeaseBook& leases;
       const std::string& run_id;
-      ~Drop() { leases.Drop(run_id); }
-    } drop{leases_, run_id};
+      bool& claims_next;
+      ~Drop() {
+        leases.Drop(run_id);
+        claims_next = false;
+      }
+    } drop{leases_, run_id, claims_next_};
+    claims_next_ = true;
     while (!turn->end) Advance(*turn, stopping);
     return *turn->end;
   } catch (const std::exception& e) {
@@ -352,6 +396,7 @@ Executor::StepResult Executor::Adopt(Run& run, const StepPlan& plan, CommittedPl
   if (options_.metrics && FailsAtDeadline(plan, committed.checkpoint.ended_with)) {
     options_.metrics->DeadlinesExceeded(1);
   }
+  if (committed.next_run) next_run_ = std::move(committed.next_run);
   StepResult result;
   result.outcome = StepOutcomeLabel(plan.events);
   result.end =
@@ -365,9 +410,31 @@ Executor::StepResult Executor::Adopt(Run& run, const StepPlan& plan, CommittedPl
 
 Executor::StepResult Executor::CommitAlone(Run& run, StepPlan plan) {
   // A plan that is one statement commits without an explicit transaction,
-  // and a run it parks lets its stack lock go in that statement.
+  // and a run it parks lets its stack lock go in that statement, and may
+  // claim the slot's next run in it too.
   const bool one_statement = OneStatement(plan);
   const bool parks = plan.checkpoint.status != RunStatus::kRunning;
+  std::optional<store::NextClaim> next;
+  if (one_statement && parks && claims_next_ && options_.next_claim) next = options_.next_claim();
+  if (next) {
+    try {
+      CommittedPlan committed =
+          connection_->Autocommit([&](store::Tx& tx) { return Commit(tx, plan, true, &*next); });
+      return Adopt(run, plan, std::move(committed));
+    } catch (const Error& e) {
+      // A statement that failed committed nothing, so the checkpoint can go
+      // again alone: the claim must never cost the run its step. A conflict
+      // or a commit in doubt is the checkpoint's own, and says so as usual.
+      if (dynamic_cast<const OccConflictError*>(&e) || e.transient() ||
+          e.kind() == ErrorKind::kInDoubt) {
+        throw;
+      }
+      spdlog::warn(
+          "run {}: its checkpoint with the slot's next claim failed ({}); committing it "
+          "without the claim",
+          run.id, e.what());
+    }
+  }
   CommittedPlan committed =
       one_statement
           ? connection_->Autocommit([&](store::Tx& tx) { return Commit(tx, plan, parks); })

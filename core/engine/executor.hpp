@@ -43,6 +43,11 @@ struct ExecutorOptions {
   Health::Pulse* pulse = nullptr;
   // The worker's idempotency session, offered to steps; null: none.
   std::shared_ptr<IdempotencySession> idempotency;
+  // Asked when a run's turn ends in a checkpoint that parks it and commits
+  // alone in one statement, outside batch mode: what that checkpoint should
+  // claim for the slot besides (nothing: nullopt). The run it claims is the
+  // slot's next (TakeNextRun). Null: never.
+  std::function<std::optional<store::NextClaim>()> next_claim;
 };
 
 enum class ExecutionEnd {
@@ -65,6 +70,14 @@ class Executor {
   // step after the first; without one the run is handed back, due when the
   // bucket next holds a token, so that it waits without holding the slot.
   ExecutionEnd Execute(const store::ClaimedRun& claim, const std::atomic<bool>& stopping);
+
+  // Executes a run claimed for the slot on this executor's session, which
+  // holds its stack lock already: by the last turn's checkpoint
+  // (TakeNextRun) or by store::ClaimRunForSlot. As Execute otherwise.
+  ExecutionEnd ExecuteNext(store::ClaimedNextRun next, const std::atomic<bool>& stopping);
+
+  // The run the last turn's final checkpoint claimed for the slot, once.
+  std::optional<store::ClaimedNextRun> TakeNextRun();
 
   // Batch mode: executes many claimed runs together, one end per claim in
   // their order. One statement takes their stack locks and reads them. Then,
@@ -97,6 +110,10 @@ class Executor {
   // when it changed after the claim. Holds its lease in the lease book.
   std::variant<Turn, ExecutionEnd> Open(const store::ClaimedRun& claim,
                                         store::StackLockedRun fresh);
+  // Execute and ExecuteNext, once the run's stack lock was tried and the
+  // run read (`fresh`): its steps until its turn ends, and the lock let go.
+  ExecutionEnd ExecuteOpened(const store::ClaimedRun& claim, store::StackLockedRun fresh,
+                             const std::atomic<bool>& stopping);
   // One step of the run, committed or, in a batch round, deferred to the
   // round's transaction; sets turn.end when the run's turn is over.
   void Advance(Turn& turn, const std::atomic<bool>& stopping);
@@ -128,7 +145,10 @@ class Executor {
   // the wait the run resumed from, the children, the checkpoint with its
   // events, the signals. Depends on nothing but the plan. release_stack: see
   // store::SaveCheckpoint.
-  static CommittedPlan Commit(store::Tx& tx, StepPlan& plan, bool release_stack = false);
+  // next: the run's checkpoint claims the slot's next run too (release_stack
+  // must be set; see store::SaveCheckpointAndClaim).
+  static CommittedPlan Commit(store::Tx& tx, StepPlan& plan, bool release_stack = false,
+                              const store::NextClaim* next = nullptr);
   // Commits a plan in a transaction of its own (one statement when it can).
   StepResult CommitAlone(Run& run, StepPlan plan);
   // Applies a committed plan to the slot's copy of the run.
@@ -149,6 +169,10 @@ class Executor {
   // While ExecuteBatch gathers a round: where one-statement plans wait for
   // the round's transaction.
   std::vector<Deferred>* round_ = nullptr;
+  // While Execute or ExecuteNext runs one run: its parking checkpoint may
+  // claim the slot's next run (options_.next_claim), kept here for the slot.
+  bool claims_next_ = false;
+  std::optional<store::ClaimedNextRun> next_run_;
 };
 
 }  // namespace cairn

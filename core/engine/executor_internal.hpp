@@ -19,6 +19,8 @@ namespace cairn {
 // inbox for the wait it created (the run then continues at once with it).
 struct Executor::CommittedPlan {
   CheckpointResult checkpoint;
+  // The slot's next run, when the checkpoint claimed one (NextClaim).
+  std::optional<store::ClaimedNextRun> next_run;
   std::optional<Resume> inbox_resume;
   std::vector<store::SignalOutcome> signals;  // of the signals the step sent
 };

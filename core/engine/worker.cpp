@@ -319,6 +319,13 @@ void Worker::SlotLoop(int slot) {
   executor_options.idempotency = idempotency_;
   Health::Pulse pulse = health_.Track("slot " + std::to_string(slot));
   executor_options.pulse = &pulse;
+  // The run just ended asked its last checkpoint to claim the slot's next.
+  bool checkpoint_claimed = false;
+  executor_options.next_claim = [&, slot] {
+    std::optional<store::NextClaim> request = NextClaimForSlot(slot, executor_definitions);
+    if (request) checkpoint_claimed = true;
+    return request;
+  };
   const auto surplus = [&] { return slot >= concurrency_; };  // concurrency went down
   auto has_work = [&] { return stop_claiming_.load() || surplus() || !queue_.empty(); };
   // A run this slot claimed itself on finishing the one before.
@@ -350,18 +357,26 @@ void Worker::SlotLoop(int slot) {
       if (options_.metrics) options_.metrics->SetSlots(busy_, std::max(0, concurrency_ - busy_));
     }
     pulse.Beat(options_.lease);
-    std::vector<ExecutionEnd> ends(claimed.claims.size(), ExecutionEnd::kLost);
+    std::vector<ExecutionEnd> ends(std::max<size_t>(claimed.claims.size(), 1), ExecutionEnd::kLost);
+    checkpoint_claimed = false;
     try {
-      if (!executor || !executor->Healthy() || executor_definitions != claimed.definitions) {
-        executor.reset();
-        executor =
-            std::make_unique<Executor>(EngineSession("slot " + std::to_string(slot)),
-                                       *claimed.definitions, steps_, executor_options, leases_);
-        executor_definitions = claimed.definitions;
+      if (claimed.own) {
+        // Claimed on this executor's session, which holds the run's stack
+        // lock: the slot keeps it.
+        ends = {executor->ExecuteNext(std::move(*claimed.own), stop_runs_)};
+      } else {
+        if (!executor || !executor->Healthy() || executor_definitions != claimed.definitions) {
+          executor.reset();
+          executor =
+              std::make_unique<Executor>(EngineSession("slot " + std::to_string(slot)),
+                                         *claimed.definitions, steps_, executor_options, leases_);
+          executor_definitions = claimed.definitions;
+        }
+        ends =
+            claimed.claims.size() == 1
+                ? std::vector<ExecutionEnd>{executor->Execute(claimed.claims.front(), stop_runs_)}
+                : executor->ExecuteBatch(claimed.claims, stop_runs_);
       }
-      ends = claimed.claims.size() == 1
-                 ? std::vector<ExecutionEnd>{executor->Execute(claimed.claims.front(), stop_runs_)}
-                 : executor->ExecuteBatch(claimed.claims, stop_runs_);
       failures = 0;
     } catch (const std::exception& e) {
       // The claimed run stays leased until the reaper hands it back.
@@ -378,7 +393,14 @@ void Worker::SlotLoop(int slot) {
         if (end == ExecutionEnd::kLost) ++stats_.lost;
       }
     }
-    if (executor) next = ClaimForSlot(slot, *executor, executor_definitions);
+    if (executor && checkpoint_claimed) {
+      std::optional<store::ClaimedNextRun> claimed_next = executor->TakeNextRun();
+      if (options_.metrics) options_.metrics->ClaimedWithCheckpoint(claimed_next ? 1 : 0);
+      RecordSlotClaim(claimed_next);
+      if (claimed_next) next = Claimed{{}, executor_definitions, std::move(claimed_next)};
+    } else if (executor) {
+      next = ClaimForSlot(slot, *executor, executor_definitions);
+    }
     if (next) continue;  // still busy
     {
       std::lock_guard lock(mutex_);
@@ -413,34 +435,55 @@ std::vector<store::ClaimedRun> Worker::Claim(store::Connection& connection,
 
 std::optional<Worker::Claimed> Worker::ClaimForSlot(
     int slot, Executor& executor, const std::shared_ptr<const DefinitionSet>& definitions) {
-  ClaimRequest request;
   {
+    // With other slots busy, the database has their work while the poller
+    // claims, for every slot freed by then at once.
     std::lock_guard lock(mutex_);
-    // Runs the poller claimed go first. With other slots busy, the database
-    // has their work while the poller claims, for every slot freed by then
-    // at once. A slot no longer wanted, a stop, a reload's new definitions
-    // and batch mode leave claiming to the poller too.
-    if (!backlog_ || busy_ > 1 || !queue_.empty() || stop_claiming_.load() ||
-        slot >= concurrency_ || batch_size_ > 1 || definitions != definitions_ ||
-        !executor.Healthy()) {
-      return std::nullopt;
-    }
-    request = {queues_, served_hashes_, 1};
+    if (busy_ > 1) return std::nullopt;
   }
+  if (!executor.Healthy()) return std::nullopt;
+  const std::optional<store::NextClaim> request = NextClaimForSlot(slot, definitions);
+  if (!request) return std::nullopt;
   try {
-    auto runs = Claim(executor.session(), request);
-    if (runs.empty()) return std::nullopt;
-    {
-      std::lock_guard stats_lock(stats_mutex_);
-      ++stats_.claimed_by_slots;
+    const auto started = std::chrono::steady_clock::now();
+    std::optional<store::ClaimedNextRun> claimed = executor.session().Autocommit(
+        [&](store::Tx& tx) { return store::ClaimRunForSlot(tx, *request); });
+    if (options_.metrics) {
+      options_.metrics->Claimed(std::chrono::steady_clock::now() - started, claimed ? 1 : 0);
     }
-    return Claimed{std::move(runs), definitions};
+    RecordSlotClaim(claimed);
+    if (!claimed) return std::nullopt;
+    return Claimed{{}, definitions, std::move(claimed)};
   } catch (const std::exception& e) {
     // The poller claims for the slot instead; the executor's next run finds
     // out whether its session is still good.
     spdlog::warn("slot {}: claiming its next run: {}", slot, e.what());
     return std::nullopt;
   }
+}
+
+std::optional<store::NextClaim> Worker::NextClaimForSlot(
+    int slot, const std::shared_ptr<const DefinitionSet>& definitions) {
+  std::lock_guard lock(mutex_);
+  if (!backlog_ || !queue_.empty() || stop_claiming_.load() || slot >= concurrency_ ||
+      batch_size_ > 1 || definitions != definitions_) {
+    return std::nullopt;
+  }
+  return store::NextClaim{queues_, served_hashes_, options_.worker_id, options_.lease};
+}
+
+void Worker::RecordSlotClaim(const std::optional<store::ClaimedNextRun>& next) {
+  {
+    std::lock_guard lock(mutex_);
+    backlog_ = next.has_value();
+  }
+  if (!next) return;
+  if (options_.metrics && next->opened.run) {
+    options_.metrics->RunsClaimed(next->opened.run->run.queue);
+  }
+  std::lock_guard stats_lock(stats_mutex_);
+  ++stats_.claimed;
+  ++stats_.claimed_by_slots;
 }
 
 void Worker::ListenLoop() {

@@ -123,6 +123,9 @@ class Worker {
   struct Claimed {
     std::vector<store::ClaimedRun> claims;
     std::shared_ptr<const DefinitionSet> definitions;
+    // Instead of claims: the run the slot claimed for itself (with its last
+    // checkpoint, or between runs), whose stack lock its session holds.
+    std::optional<store::ClaimedNextRun> own;
   };
 
   // What a claim asks for: due runs of these queues and definitions.
@@ -137,15 +140,25 @@ class Worker {
   // transaction (one round trip), recorded in the metrics and stats; whether
   // it came back full is what tells the slots that a backlog is waiting.
   std::vector<store::ClaimedRun> Claim(store::Connection& connection, const ClaimRequest& request);
-  // The worker's only busy slot, finishing its run while a backlog is
-  // waiting, claims the next one on its own session and keeps going: a
-  // hand-off to the poller and back, whose thread and server process would
-  // each have to get the CPU first, would leave the worker with nothing in
-  // flight. Nothing when other slots are busy, the poller has claimed runs
-  // still waiting for a slot, the last claim came back short, or the worker
-  // is stopping, has fewer slots or other definitions now, or runs batches.
+  // The worker's only busy slot, finishing a run whose last commit could
+  // not claim its next one (a transaction of several statements), claims
+  // it on its own session, stack lock and read included, and keeps going:
+  // a hand-off to the poller and back, whose thread and server process
+  // would each have to get the CPU first, would leave the worker with
+  // nothing in flight. Nothing when other slots are busy, or where
+  // NextClaimForSlot says nothing.
   std::optional<Claimed> ClaimForSlot(int slot, Executor& executor,
                                       const std::shared_ptr<const DefinitionSet>& definitions);
+  // What a slot's parking checkpoint claims besides, under a backlog
+  // (Executor's next_claim): a claim that costs no transaction of its own,
+  // so any busy slot makes it. Nothing when the poller has claimed runs
+  // still waiting for a slot, the last claim came back short, or the worker
+  // is stopping, has fewer slots or other definitions now, or runs batches.
+  std::optional<store::NextClaim> NextClaimForSlot(
+      int slot, const std::shared_ptr<const DefinitionSet>& definitions);
+  // Records what a slot's claim of its next run got: the backlog is there
+  // while it gets a run.
+  void RecordSlotClaim(const std::optional<store::ClaimedNextRun>& next);
   void SlotLoop(int slot);
   void StartSlots();  // threads for the slots below concurrency_ that have none
   void ListenLoop();

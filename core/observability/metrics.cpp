@@ -296,8 +296,9 @@ Metrics::Metrics()
                                          "Runs this worker claimed, by queue.", {"queue"})),
       claim_batch_(registry_.AddHistogram(
           "cairn_claim_batch_size",
-          "Runs claimed per claim statement of this worker's poller (0: nothing was due).", {},
-          {0, 1, 2, 4, 8, 16, 32, 64, 128, 256})),
+          "Runs claimed per claim of this worker: a claim statement, or a checkpoint that claims "
+          "a slot's next run (0: nothing was due).",
+          {}, {0, 1, 2, 4, 8, 16, 32, 64, 128, 256})),
       claim_duration_(registry_.AddHistogram(
           "cairn_claim_duration_seconds",
           "Duration of this worker's claim statements, round trip included.", {},
@@ -421,6 +422,10 @@ void Metrics::SetWorkerHealth(bool healthy, bool ready) {
 
 void Metrics::Claimed(std::chrono::steady_clock::duration duration, int64_t runs) {
   claim_duration_.Observe({}, Seconds(duration));
+  claim_batch_.Observe({}, static_cast<double>(runs));
+}
+
+void Metrics::ClaimedWithCheckpoint(int64_t runs) {
   claim_batch_.Observe({}, static_cast<double>(runs));
 }
 

@@ -202,8 +202,12 @@ class Metrics {
   // The worker's health (see core/engine/health.hpp), refreshed at each scrape.
   void SetWorkerHealth(bool healthy, bool ready);
 
-  // One claim statement of the poller: the runs it claimed and its duration.
+  // One claim statement of the poller or of a slot: the runs it claimed and
+  // its duration.
   void Claimed(std::chrono::steady_clock::duration duration, int64_t runs);
+  // One claim a slot made in the statement of its run's last checkpoint:
+  // the runs it claimed; its duration is the checkpoint's.
+  void ClaimedWithCheckpoint(int64_t runs);
   void RunsClaimed(std::string_view queue, int64_t count = 1);
   // One step attempt ended (outcome: kStepCommitted, ...). When the run's
   // status after it is final, also counts the run as finished.

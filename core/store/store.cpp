@@ -308,15 +308,7 @@ std::vector<StackLockedRun> LockStacksAndLoadRuns(Connection& connection,
     for (size_t i = 0; i < rows.size(); ++i) {
       const pqxx::row row = rows[i];
       if (!out[i].locked || row["id"].is_null()) continue;
-      out[i].run = RunForExecution{DecodeRun(row), std::nullopt, row["past_deadline"].as<bool>()};
-      if (!row["resume_key"].is_null()) {
-        Resume resume;
-        resume.correlation_key = row["resume_key"].c_str();
-        resume.event = row["resume_event"].c_str();
-        resume.payload = JsonField(row["resume_payload"]);
-        resume.claimant = OptionalText(row["resume_claimant"]).value_or("");
-        out[i].run->resume = std::move(resume);
-      }
+      out[i].run = DecodeRunForExecution(row);
     }
     return out;
   });
@@ -410,6 +402,37 @@ Run DecodeRun(const pqxx::row& row) {
   run.updated_at = row["updated_at"].c_str();
   run.finished_at = OptionalText(row["finished_at"]);
   return run;
+}
+
+RunForExecution DecodeRunForExecution(const pqxx::row& row) {
+  RunForExecution out{DecodeRun(row), std::nullopt, row["past_deadline"].as<bool>()};
+  if (!row["resume_key"].is_null()) {
+    Resume resume;
+    resume.correlation_key = row["resume_key"].c_str();
+    resume.event = row["resume_event"].c_str();
+    resume.payload = JsonField(row["resume_payload"]);
+    resume.claimant = OptionalText(row["resume_claimant"]).value_or("");
+    out.resume = std::move(resume);
+  }
+  return out;
+}
+
+ClaimedNextRun TakeClaimedNextRun(Tx::Impl& tx, const pqxx::row& row) {
+  ClaimedNextRun claimed;
+  claimed.run_id = row["id"].c_str();
+  claimed.step_tokens = row["step_tokens"].as<bool>();
+  // The lock first: the session holds it now, whatever decoding throws.
+  claimed.opened.locked = row["locked"].as<bool>();
+  if (claimed.opened.locked) ++tx.session.stack_holds[claimed.run_id];
+  try {
+    claimed.opened.run = DecodeRunForExecution(row);
+  } catch (const std::exception& e) {
+    // The claim may have committed already: the run is left to its lease,
+    // whose expiries the crash limit counts, as a claim of the poller's is.
+    spdlog::error("run {}: claimed, but its row cannot be read ({}); left to its lease",
+                  claimed.run_id, e.what());
+  }
+  return claimed;
 }
 
 RunEvent DecodeEvent(const pqxx::row& row) {

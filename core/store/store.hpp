@@ -337,11 +337,47 @@ struct ClaimedRun {
   // and each further step of this claim takes one (TakeStepToken).
   bool step_tokens = false;
 };
+// A run a slot claimed for itself on its own session (SaveCheckpointAndClaim,
+// ClaimRunForSlot): its stack lock taken or not, and the run as read then
+// (no run: its row could not be decoded; it is left to its lease).
+struct ClaimedNextRun {
+  std::string run_id;
+  bool step_tokens = false;
+  StackLockedRun opened;
+};
+struct CheckpointAndNextRun {
+  CheckpointResult checkpoint;
+  std::optional<ClaimedNextRun> next;  // none was due
+};
+// What a slot's parking checkpoint claims besides: one due run of these
+// queues and definitions, for this worker, with this lease.
+struct NextClaim {
+  std::vector<std::string> queues;
+  std::vector<std::string> definition_hashes;
+  std::string worker_id;
+  std::chrono::milliseconds lease{30000};
+};
+// The checkpoint of a run that parks, committed alone (Connection::
+// Autocommit), which releases the run's stack lock as release_stack does
+// and, once it has landed, claims the slot's next run in the same statement
+// and transaction: that run's stack lock is taken on this session and the
+// run read (see lock_stack_and_load_run), so the slot goes on with it
+// without a round trip of its own. Errors as SaveCheckpoint; a checkpoint
+// that does not land claims nothing.
+CheckpointAndNextRun SaveCheckpointAndClaim(Tx& tx, const Checkpoint& checkpoint,
+                                            const std::vector<RunEvent>& events,
+                                            const NextClaim& next);
+
 // Claims up to `limit` due runs of the queues, within each limited queue's
 // room (queue_limits: max_running and the token bucket), fleet-wide.
 std::vector<ClaimedRun> ClaimRuns(Tx& tx, const std::vector<std::string>& queues,
                                   const std::vector<std::string>& definition_hashes, int limit,
                                   const std::string& worker_id, std::chrono::milliseconds lease);
+// A slot's claim of its own next run, in a statement of its own (as
+// ClaimRuns, not flushed), on the slot's session: the run's stack lock is
+// taken there and the run read, as SaveCheckpointAndClaim does. nullopt:
+// none was due.
+std::optional<ClaimedNextRun> ClaimRunForSlot(Tx& tx, const NextClaim& claim);
 // Takes a token of the queue's bucket for a held run's next step: zero when
 // taken (or the queue has no rate any more), else how long until the bucket
 // next holds one, by database time.

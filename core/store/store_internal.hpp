@@ -79,6 +79,12 @@ std::optional<std::string> OptionalText(const pqxx::field& field);
 std::optional<Json> OptionalJson(const pqxx::field& field);
 Json JsonField(const pqxx::field& field);
 Run DecodeRun(const pqxx::row& row);
+// A run with the columns lock_stack_and_load_run adds: past_deadline and the
+// resume_* columns of the wait it resumes from.
+RunForExecution DecodeRunForExecution(const pqxx::row& row);
+// A run a slot claimed for itself (claim_runs with its stack lock): the
+// lock is counted as a hold of the session before the row is decoded.
+ClaimedNextRun TakeClaimedNextRun(Tx::Impl& tx, const pqxx::row& row);
 RunEvent DecodeEvent(const pqxx::row& row);
 WaitRecord DecodeWait(const pqxx::row& row);
 

@@ -1,5 +1,7 @@
 // Store operations on runs and their history: create, read, checkpoint,
 // cancel, list, history and retention.
+#include <spdlog/spdlog.h>
+
 #include "sql_catalog.hpp"
 #include "store_internal.hpp"
 
@@ -49,27 +51,61 @@ std::optional<std::string> RunErrorCode(Tx& tx, const std::string& run_id) {
   return OptionalText(rows[0][0]);
 }
 
-CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& c, const std::vector<RunEvent>& events,
-                                bool release_stack) {
+namespace {
+
+// save_checkpoint, claiming the slot's next run with it when `next` is set.
+CheckpointAndNextRun SaveCheckpointWith(Tx& tx, const Checkpoint& c,
+                                        const std::vector<RunEvent>& events, bool release_stack,
+                                        const NextClaim* next) {
   auto& t = Internal(tx);
   std::optional<std::string> output;
   if (c.output) output = c.output->dump();
   // Only the last hold goes with the statement; a re-entrant holder keeps it.
   auto hold = t.session.stack_holds.find(c.run_id);
   const bool releases = release_stack && hold != t.session.stack_holds.end() && hold->second == 1;
+  std::optional<std::string> queues;
+  std::optional<std::string> hashes;
+  std::optional<std::string> worker;
+  std::optional<int64_t> lease_ms;
+  if (next) {
+    queues = ArrayLiteral(next->queues);
+    hashes = ArrayLiteral(next->definition_hashes);
+    worker = next->worker_id;
+    lease_ms = static_cast<int64_t>(next->lease.count());
+  }
   pqxx::result rows =
       t.Exec("save_checkpoint", c.run_id, c.expected_version, c.context.dump(), c.cursor,
              std::string(ToString(c.status)), c.attempt, c.run_at, c.delay_ms, c.lease_owner,
              c.lease_ms, output, c.error, EventsJson(events), c.compensations.dump(),
              c.final_status ? std::optional<std::string>(ToString(*c.final_status)) : std::nullopt,
-             releases ? std::optional<std::string>(t.session.options.schema) : std::nullopt);
+             releases ? std::optional<std::string>(t.session.options.schema) : std::nullopt, queues,
+             hashes, worker, lease_ms);
   if (rows.empty()) {
     pqxx::result current = t.Exec("run_version", c.run_id);
     if (current.empty()) throw NotFoundError("run " + c.run_id + " does not exist");
     throw OccConflictError(c.run_id, c.expected_version, current[0][0].as<int64_t>());
   }
   if (releases) t.session.stack_holds.erase(hold);
-  return {rows[0][0].as<int64_t>(), ParseRunStatus(rows[0][1].c_str()), OptionalText(rows[0][3])};
+  const pqxx::row row = rows[0];
+  CheckpointAndNextRun out;
+  out.checkpoint = {row["checkpoint_version"].as<int64_t>(),
+                    ParseRunStatus(row["checkpoint_status"].c_str()),
+                    OptionalText(row["ended_with"])};
+  if (!row["id"].is_null()) out.next = TakeClaimedNextRun(t, row);
+  return out;
+}
+
+}  // namespace
+
+CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& c, const std::vector<RunEvent>& events,
+                                bool release_stack) {
+  return SaveCheckpointWith(tx, c, events, release_stack, nullptr).checkpoint;
+}
+
+CheckpointAndNextRun SaveCheckpointAndClaim(Tx& tx, const Checkpoint& checkpoint,
+                                            const std::vector<RunEvent>& events,
+                                            const NextClaim& next) {
+  return SaveCheckpointWith(tx, checkpoint, events, true, &next);
 }
 
 CancelResult CancelRun(Tx& tx, const std::string& run_id, const std::string& reason) {

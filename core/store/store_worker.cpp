@@ -67,7 +67,7 @@ std::vector<ClaimedRun> ClaimRuns(Tx& tx, const std::vector<std::string>& queues
   std::vector<ClaimedRun> runs;
   for (const auto& row :
        Internal(tx).Exec("claim_runs", ArrayLiteral(queues), ArrayLiteral(definition_hashes), limit,
-                         worker_id, static_cast<int64_t>(lease.count()))) {
+                         worker_id, static_cast<int64_t>(lease.count()), false)) {
     try {
       runs.push_back({DecodeRun(row), row["step_tokens"].as<bool>()});
     } catch (const std::exception& e) {
@@ -79,6 +79,15 @@ std::vector<ClaimedRun> ClaimRuns(Tx& tx, const std::vector<std::string>& queues
     }
   }
   return runs;
+}
+
+std::optional<ClaimedNextRun> ClaimRunForSlot(Tx& tx, const NextClaim& claim) {
+  auto& t = Internal(tx);
+  const pqxx::result rows =
+      t.Exec("claim_runs", ArrayLiteral(claim.queues), ArrayLiteral(claim.definition_hashes), 1,
+             claim.worker_id, static_cast<int64_t>(claim.lease.count()), true);
+  if (rows.empty()) return std::nullopt;
+  return TakeClaimedNextRun(t, rows[0]);
 }
 
 std::chrono::milliseconds TakeStepToken(Tx& tx, const std::string& queue) {

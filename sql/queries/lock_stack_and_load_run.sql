@@ -1,9 +1,9 @@
 -- Takes the stack locks of runs $2 (an array) on this session, with the key
 -- of stack_try_lock ($3, by position: this session holds that one already,
 -- so it is not taken twice), and reads each run it got the lock of, with the
--- wait it resumes from, if a signal (or the inbox) claimed one: its payload
--- goes into the context. One round trip however many runs: a slot takes one,
--- a batch slot all of its batch. A row per input, in input order. The rows
+-- wait it resumes from ({schema}.resumed_wait), if a signal (or the inbox)
+-- claimed one: its payload goes into the context. One round trip however
+-- many runs: a slot takes one, a batch slot all of its batch. A row per input, in input order. The rows
 -- are read in the statement's snapshot, which may predate a lock: a change
 -- committed in between bumped the version, so the slot's first checkpoint is
 -- fenced as any stale write is.
@@ -21,9 +21,6 @@ FROM stack LEFT JOIN LATERAL (
          w.correlation_key AS resume_key, w.event AS resume_event, w.payload AS resume_payload,
          w.claimant AS resume_claimant
   FROM {schema}.runs r
-  LEFT JOIN LATERAL (
-    SELECT * FROM {schema}.wait_records w
-    WHERE w.run_id = r.id AND w.status = 'RESUMING'
-    ORDER BY w.claimed_at LIMIT 1) w ON true
+  LEFT JOIN LATERAL {schema}.resumed_wait(r.id) w ON true
   WHERE r.id = stack.run_id::uuid) run ON stack.locked
 ORDER BY stack.position

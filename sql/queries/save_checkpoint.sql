@@ -14,6 +14,14 @@
 -- so no claim, signal or cancel can touch the run in between. Last in the
 -- select list, after everything that could fail the statement; only for
 -- autocommit, since a rolled-back transaction would not take it back.
+-- $17, when not null, claims the slot's next run in the same statement and
+-- transaction, once the checkpoint has landed: one due run of queues $17
+-- and definitions $18 for worker $19, leased for $20 ms, with its stack lock
+-- taken on this session and its resume read ({schema}.claim_runs). Its
+-- columns follow the checkpoint's (all null when none was due). Only for a
+-- checkpoint that parks its run and is committed alone: the claim's commit
+-- is then the checkpoint's, and the session's next run needs no
+-- transaction of its own before its first step.
 -- Limits: a checkpoint carrying the run forward with a context or output over
 -- max_context_bytes is refused (SQLSTATE 54000); one that fails, cancels or
 -- unwinds the run always lands, so a refused run can record its failure. One
@@ -93,12 +101,18 @@ RETURNING r.version, r.status, c.over, c.code, r.error
   FROM updated u
   WHERE u.over AND w.run_id = $1::uuid AND w.status IN ('WAITING', 'RESUMING')
 )
-SELECT u.version, u.status,
+SELECT u.version AS checkpoint_version, u.status AS checkpoint_status,
        {schema}.append_events(CASE WHEN u.over
          THEN $13::jsonb || {schema}.failure_events($1::uuid, $4, $6, u.code, u.error, $14::jsonb)
-         ELSE $13::jsonb END),
-       u.code,
+         ELSE $13::jsonb END) AS events_written,
+       u.code AS ended_with,
        CASE WHEN $16::text IS NOT NULL
             THEN pg_advisory_unlock(hashtextextended($16::text || ':stack:' || $1::uuid::text, 0))
-       END AS stack_released
+       END AS stack_released,
+       next.*
 FROM updated u
+LEFT JOIN LATERAL (
+  SELECT (c.run).*, c.step_tokens, c.locked, c.past_deadline,
+         c.resume_key, c.resume_event, c.resume_payload, c.resume_claimant
+  FROM {schema}.claim_runs($17::text[], $18::text[], 1, $19::text, $20::bigint, true, $1::uuid) c
+  WHERE $17::text[] IS NOT NULL) next ON true

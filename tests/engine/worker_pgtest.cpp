@@ -520,6 +520,65 @@ TEST_F(WorkerTest, ASlotThatFinishesARunUnderABacklogClaimsTheNextOneItself) {
   EXPECT_EQ(worker.Stats().lost, 0);
 }
 
+// Under a backlog every busy slot claims its next run in the commit that
+// ends its run, so that a claim costs no transaction of its own. A trigger
+// records the transaction of each claim and each completion.
+TEST_F(WorkerTest, SlotsClaimTheirNextRunsInTheCommitsThatEndTheirRuns) {
+  RegisterDefinitions();
+  Sql("CREATE TABLE {s}.seen (run_id uuid, status text, xact xid8)");
+  Sql("CREATE FUNCTION {s}.see() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+      "INSERT INTO {s}.seen VALUES (NEW.id, NEW.status, pg_current_xact_id()); RETURN NEW; "
+      "END $$");
+  Sql("CREATE TRIGGER see AFTER UPDATE OF status ON {s}.runs FOR EACH ROW WHEN "
+      "((OLD.status = 'ready' AND NEW.status = 'running') OR NEW.status = 'completed') "
+      "EXECUTE FUNCTION {s}.see()");
+  for (int i = 0; i < 12; ++i) StartRun("one");
+  WorkerOptions options = Options();
+  options.concurrency = 3;
+  options.claim_batch = 3;
+  Worker& worker = StartWorker(options);
+
+  ASSERT_TRUE(Eventually(
+      [&] { return SqlInt("SELECT count(*) FROM {s}.runs WHERE status = 'completed'") == 12; }));
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.seen WHERE status = 'running'"), 12);
+  // The poller claimed the first three, one for each slot; each later claim
+  // committed with the completion of another run.
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.seen c WHERE c.status = 'running' AND EXISTS ("
+                   "SELECT FROM {s}.seen d WHERE d.status = 'completed' AND d.xact = c.xact "
+                   "AND d.run_id <> c.run_id)"),
+            9);
+  EXPECT_EQ(worker.Stats().claimed, 12);
+  EXPECT_EQ(worker.Stats().claimed_by_slots, 9);
+  EXPECT_EQ(worker.Stats().lost, 0);
+}
+
+// A claim that fails in a run's last checkpoint costs the run nothing: the
+// checkpoint commits again without it, and the poller claims later.
+TEST_F(WorkerTest, AClaimThatFailsInTheLastCheckpointCostsTheRunNothing) {
+  RegisterDefinitions();
+  Sql("CREATE TABLE {s}.refuse_claims ()");
+  Sql("CREATE FUNCTION {s}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+      "IF EXISTS (SELECT FROM {s}.refuse_claims) THEN RAISE EXCEPTION 'claims refused'; END IF; "
+      "RETURN NEW; END $$");
+  Sql("CREATE TRIGGER refuse BEFORE UPDATE OF status ON {s}.runs FOR EACH ROW WHEN "
+      "(OLD.status = 'ready' AND NEW.status = 'running') EXECUTE FUNCTION {s}.refuse()");
+  const std::string first = StartRun("two", {{"sleep_ms", 300}}, 1);
+  const std::string second = StartRun("two");
+  WorkerOptions options = Options();
+  options.concurrency = 1;
+  options.claim_batch = 1;
+  StartWorker(options);
+  ASSERT_TRUE(EventuallyStatus(first, "running"));
+  Sql("INSERT INTO {s}.refuse_claims DEFAULT VALUES");
+
+  ASSERT_TRUE(EventuallyStatus(first, "completed")) << Describe(first);
+  EXPECT_THAT(CommittedSteps(first), ElementsAre("first", "second"));
+  EXPECT_EQ(Status(second), "ready");
+  Sql("DELETE FROM {s}.refuse_claims");
+  ASSERT_TRUE(EventuallyStatus(second, "completed")) << Describe(second);
+  EXPECT_THAT(CommittedSteps(second), ElementsAre("first", "second"));
+}
+
 TEST_F(WorkerTest, ARunTheWorkerCannotReadCostsTheRunsClaimedWithItNothing) {
   RegisterDefinitions();
   // jsonb holds the number; the daemon's JSON (doubles) cannot. The SQL API

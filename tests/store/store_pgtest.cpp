@@ -1459,6 +1459,121 @@ TEST_F(StoreClaim, OneStatementClaimLeavesTheSessionFlushingItsCommits) {
             "on");
 }
 
+// ---------------------------------------------------------------- a checkpoint's claim
+
+class StoreCheckpointClaim : public StoreClaim {
+ protected:
+  // A run a slot of worker-1 executes on conn(): running, its stack locked.
+  cairn::Run Held() {
+    cairn::Run run = CreateRunningRun();
+    EXPECT_TRUE(conn().TryLockStack(run.id));
+    return run;
+  }
+
+  // The checkpoint that ends `run`, claiming the slot's next run with it.
+  // A run handed back ready (`status`) is due at once.
+  store::CheckpointAndNextRun Finish(const cairn::Run& run, int64_t version,
+                                     RunStatus status = RunStatus::kCompleted) {
+    cairn::Checkpoint done;
+    done.run_id = run.id;
+    done.expected_version = version;
+    done.cursor = run.cursor;
+    done.status = status;
+    if (status == RunStatus::kReady) done.run_at = "2000-01-01 00:00:00+00";
+    return conn().Autocommit(
+        [&](store::Tx& tx) { return store::SaveCheckpointAndClaim(tx, done, {}, Next()); });
+  }
+
+  static store::NextClaim Next() { return {{"default"}, {"hash-1"}, "worker-1", 30s}; }
+
+  bool LockedElsewhere(const std::string& run_id) {
+    auto other = Open();
+    if (!other->TryLockStack(run_id)) return true;
+    other->UnlockStack(run_id);
+    return false;
+  }
+};
+
+// The checkpoint that parks a slot's run claims the slot's next run in its
+// own statement: the run is the slot's (leased, its stack lock on the
+// slot's session) and read as the slot executes it, with the wait it
+// resumes from, which a signal claimed before.
+TEST_F(StoreCheckpointClaim, ClaimsTheNextRunTakesItsStackLockAndReadsIt) {
+  const cairn::Run done = Held();
+  const cairn::Run resumed = CreateRunningRun();
+  SaveWait(resumed.id, "pay-7");
+  CommitStatus(resumed.id, RunStatus::kWaiting);
+  ASSERT_EQ(Sql("SELECT {s}.signal('pay-7', '{\"paid\": 7}')"), "delivered");
+
+  const store::CheckpointAndNextRun saved = Finish(done, done.version);
+  EXPECT_EQ(saved.checkpoint.status, RunStatus::kCompleted);
+  EXPECT_EQ(RunColumn(done.id, "status"), "completed");
+  EXPECT_FALSE(conn().HoldsStack(done.id));
+  EXPECT_FALSE(LockedElsewhere(done.id));
+
+  ASSERT_TRUE(saved.next.has_value());
+  EXPECT_EQ(saved.next->run_id, resumed.id);
+  EXPECT_FALSE(saved.next->step_tokens);
+  EXPECT_TRUE(saved.next->opened.locked);
+  EXPECT_TRUE(conn().HoldsStack(resumed.id));
+  EXPECT_TRUE(LockedElsewhere(resumed.id));
+  ASSERT_TRUE(saved.next->opened.run.has_value());
+  const store::RunForExecution& next = *saved.next->opened.run;
+  EXPECT_EQ(next.run.status, RunStatus::kRunning);
+  EXPECT_EQ(next.run.lease_owner, std::optional<std::string>("worker-1"));
+  EXPECT_EQ(next.run.version, std::stoll(RunColumn(resumed.id, "version")));
+  EXPECT_EQ(RunColumn(resumed.id, "status"), "running");
+  EXPECT_FALSE(next.past_deadline);
+  ASSERT_TRUE(next.resume.has_value());
+  EXPECT_EQ(next.resume->correlation_key, "pay-7");
+  EXPECT_EQ(next.resume->payload, Json({{"paid", 7}}));
+  conn().UnlockStack(resumed.id);
+}
+
+// A checkpoint that does not land claims nothing, and keeps its stack lock.
+TEST_F(StoreCheckpointClaim, ClaimsNothingWhenItsCheckpointIsFenced) {
+  const cairn::Run done = Held();
+  const std::string due = Ready("default", 0, -1);
+  EXPECT_THROW(Finish(done, done.version + 1), OccConflictError);
+  EXPECT_EQ(RunColumn(due, "status"), "ready");
+  EXPECT_EQ(RunColumn(due, "lease_owner"), "");
+  EXPECT_FALSE(conn().HoldsStack(due));
+  EXPECT_TRUE(conn().HoldsStack(done.id));
+  EXPECT_TRUE(LockedElsewhere(done.id));
+  conn().UnlockStack(done.id);
+}
+
+// A run the checkpoint hands back due at once is not claimed by that same
+// checkpoint: its transaction holds the row, which SKIP LOCKED would not
+// pass over, and the stack lock the statement lets go of.
+TEST_F(StoreCheckpointClaim, NeverClaimsTheRunItParks) {
+  const cairn::Run done = Held();
+  const store::CheckpointAndNextRun saved = Finish(done, done.version, RunStatus::kReady);
+  EXPECT_FALSE(saved.next.has_value());
+  EXPECT_EQ(RunColumn(done.id, "status"), "ready");
+  EXPECT_FALSE(conn().HoldsStack(done.id));
+  EXPECT_FALSE(LockedElsewhere(done.id));
+  // It is due: the next claim takes it.
+  EXPECT_EQ(Claim({"default"}, 1), std::vector<std::string>{done.id});
+}
+
+// The claim rides on a checkpoint's commit, which must reach the disk: it
+// does not turn the flush off as the poller's claim does for itself.
+TEST_F(StoreCheckpointClaim, CommitsWithTheCheckpointsFlush) {
+  const cairn::Run done = Held();
+  Ready("default", 0, -1);
+  cairn::Checkpoint last;
+  last.run_id = done.id;
+  last.expected_version = done.version;
+  last.status = RunStatus::kCompleted;
+  const auto [claimed, synchronous_commit] = conn().Transact([&](store::Tx& tx) {
+    const bool got = store::SaveCheckpointAndClaim(tx, last, {}, Next()).next.has_value();
+    return std::make_pair(got, Setting(tx, "synchronous_commit"));
+  });
+  EXPECT_TRUE(claimed);
+  EXPECT_EQ(synchronous_commit, "on");
+}
+
 // ---------------------------------------------------------------- session plans
 
 class StoreSessionPlans : public StoreTest {
