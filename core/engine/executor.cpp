@@ -53,27 +53,31 @@ bool OneStatement(const StepPlan& plan) {
   return !plan.wait && !plan.resumed && plan.signals.empty() && plan.children.empty();
 }
 
+bool LostOrInDoubt(const Error& e) {
+  return dynamic_cast<const OccConflictError*>(&e) || e.kind() == ErrorKind::kTransient ||
+         e.kind() == ErrorKind::kInDoubt;
+}
+
 std::optional<StepOutcome> RefusalOf(const Error& e, Metrics* metrics, const std::string& run) {
+  if (!LostOrInDoubt(e)) return FailureOutcome("checkpoint", e.what(), false);
   if (dynamic_cast<const OccConflictError*>(&e)) {
     if (metrics) metrics->OccConflict();
     spdlog::warn("{}: lost the run: {}", run, e.what());
-    return std::nullopt;
-  }
-  if (e.kind() == ErrorKind::kTransient || e.kind() == ErrorKind::kInDoubt) {
+  } else {
     // Never repeat it blindly.
     spdlog::warn("{}: checkpoint not confirmed: {}", run, e.what());
-    return std::nullopt;
   }
-  return FailureOutcome("checkpoint", e.what(), false);
+  return std::nullopt;
 }
 
 }  // namespace executor_detail
 
+using executor_detail::LostOrInDoubt;
 using executor_detail::OneStatement;
 using executor_detail::RefusalOf;
 
 Executor::CommittedPlan Executor::Commit(store::Tx& tx, StepPlan& plan, bool release_stack,
-                                         const store::NextClaim* next) {
+                                         const store::ClaimRequest* next) {
   CommittedPlan committed;
   if (plan.wait) {
     // A wait whose signal already arrived (the inbox) turns the plan into
@@ -102,7 +106,7 @@ Executor::CommittedPlan Executor::Commit(store::Tx& tx, StepPlan& plan, bool rel
     store::CheckpointAndNextRun saved =
         store::SaveCheckpointAndClaim(tx, plan.checkpoint, plan.events, *next);
     committed.checkpoint = saved.checkpoint;
-    committed.next_run = std::move(saved.next);
+    committed.claim = CheckpointClaim{std::move(saved.next)};
   } else {
     committed.checkpoint = store::SaveCheckpoint(tx, plan.checkpoint, plan.events, release_stack);
   }
@@ -129,6 +133,16 @@ bool Executor::Release(const Run& run, std::chrono::milliseconds delay) {
   return connection_->Transact([&](store::Tx& tx) {
     return store::ReleaseRun(tx, run.id, run.version, options_.worker_id, delay);
   });
+}
+
+void Executor::ReleaseUncountedStackLocks() {
+  try {
+    connection_->ReleaseUncountedStackLocks();
+  } catch (const std::exception& e) {
+    // The session is likely gone, and its locks with it; if not, the slot
+    // replaces it once it is found unhealthy.
+    spdlog::warn("releasing uncounted stack locks failed: {}", e.what());
+  }
 }
 
 std::vector<store::StackLockedRun> Executor::LockStackAndLoad(
@@ -207,16 +221,30 @@ ExecutionEnd Executor::ExecuteNext(store::ClaimedNextRun next, const std::atomic
   return ExecuteOpened(claim, std::move(next.opened), stopping);
 }
 
-std::optional<store::ClaimedNextRun> Executor::TakeNextRun() {
-  std::optional<store::ClaimedNextRun> next = std::move(next_run_);
-  next_run_.reset();
-  return next;
+std::optional<Executor::CheckpointClaim> Executor::TakeCheckpointClaim() {
+  std::optional<CheckpointClaim> claim = std::move(checkpoint_claim_);
+  checkpoint_claim_.reset();
+  return claim;
+}
+
+void Executor::DropCheckpointClaim() {
+  if (!checkpoint_claim_) return;
+  if (checkpoint_claim_->run) {
+    const std::string& run_id = checkpoint_claim_->run->run_id;
+    spdlog::error("run {}: claimed for this slot but not taken; left to its lease", run_id);
+    try {
+      connection_->UnlockStack(run_id);
+    } catch (const std::exception& e) {
+      spdlog::warn("run {}: releasing the stack lock failed: {}", run_id, e.what());
+    }
+  }
+  checkpoint_claim_.reset();
 }
 
 ExecutionEnd Executor::ExecuteOpened(const store::ClaimedRun& claim, store::StackLockedRun fresh,
                                      const std::atomic<bool>& stopping) {
   const std::string& run_id = claim.run.id;
-  next_run_.reset();
+  DropCheckpointClaim();
   try {
     struct Unlock {
       store::Connection& connection;
@@ -235,12 +263,12 @@ ExecutionEnd Executor::ExecuteOpened(const store::ClaimedRun& claim, store::Stac
     struct Drop {
       LeaseBook& leases;
       const std::string& run_id;
+      ~Drop() { leases.Drop(run_id); }
+    } drop{leases_, run_id};
+    struct ClaimsNext {
       bool& claims_next;
-      ~Drop() {
-        leases.Drop(run_id);
-        claims_next = false;
-      }
-    } drop{leases_, run_id, claims_next_};
+      ~ClaimsNext() { claims_next = false; }
+    } claims_next{claims_next_};
     claims_next_ = true;
     while (!turn->end) Advance(*turn, stopping);
     return *turn->end;
@@ -396,7 +424,7 @@ Executor::StepResult Executor::Adopt(Run& run, const StepPlan& plan, CommittedPl
   if (options_.metrics && FailsAtDeadline(plan, committed.checkpoint.ended_with)) {
     options_.metrics->DeadlinesExceeded(1);
   }
-  if (committed.next_run) next_run_ = std::move(committed.next_run);
+  if (committed.claim) checkpoint_claim_ = std::move(committed.claim);
   StepResult result;
   result.outcome = StepOutcomeLabel(plan.events);
   result.end =
@@ -414,7 +442,7 @@ Executor::StepResult Executor::CommitAlone(Run& run, StepPlan plan) {
   // claim the slot's next run in it too.
   const bool one_statement = OneStatement(plan);
   const bool parks = plan.checkpoint.status != RunStatus::kRunning;
-  std::optional<store::NextClaim> next;
+  std::optional<store::ClaimRequest> next;
   if (one_statement && parks && claims_next_ && options_.next_claim) next = options_.next_claim();
   if (next) {
     try {
@@ -422,16 +450,17 @@ Executor::StepResult Executor::CommitAlone(Run& run, StepPlan plan) {
           connection_->Autocommit([&](store::Tx& tx) { return Commit(tx, plan, true, &*next); });
       return Adopt(run, plan, std::move(committed));
     } catch (const Error& e) {
-      // A statement that failed committed nothing, so the checkpoint can go
-      // again alone: the claim must never cost the run its step. A conflict
-      // or a commit in doubt is the checkpoint's own, and says so as usual.
-      if (dynamic_cast<const OccConflictError*>(&e) || e.transient() ||
-          e.kind() == ErrorKind::kInDoubt) {
-        throw;
-      }
+      // The claim's stack lock outlives the statement's rollback; a fenced
+      // checkpoint claimed nothing.
+      if (!dynamic_cast<const OccConflictError*>(&e)) ReleaseUncountedStackLocks();
+      // A statement that failed otherwise committed nothing, so the
+      // checkpoint can go again alone: the claim must never cost the run its
+      // step. A conflict, a commit in doubt or a refused checkpoint (a
+      // limit) is the checkpoint's own, and says so as usual.
+      if (LostOrInDoubt(e) || e.kind() == ErrorKind::kInvalidArgument) throw;
       spdlog::warn(
           "run {}: its checkpoint with the slot's next claim failed ({}); committing it "
-          "without the claim",
+          "again without the claim",
           run.id, e.what());
     }
   }

@@ -46,8 +46,8 @@ struct ExecutorOptions {
   // Asked when a run's turn ends in a checkpoint that parks it and commits
   // alone in one statement, outside batch mode: what that checkpoint should
   // claim for the slot besides (nothing: nullopt). The run it claims is the
-  // slot's next (TakeNextRun). Null: never.
-  std::function<std::optional<store::NextClaim>()> next_claim;
+  // slot's next (TakeCheckpointClaim). Null: never.
+  std::function<std::optional<store::ClaimRequest>()> next_claim;
 };
 
 enum class ExecutionEnd {
@@ -71,13 +71,20 @@ class Executor {
   // bucket next holds a token, so that it waits without holding the slot.
   ExecutionEnd Execute(const store::ClaimedRun& claim, const std::atomic<bool>& stopping);
 
-  // Executes a run claimed for the slot on this executor's session, which
-  // holds its stack lock already: by the last turn's checkpoint
-  // (TakeNextRun) or by store::ClaimRunForSlot. As Execute otherwise.
+  // Executes a run claimed for the slot on this executor's session, where
+  // its stack lock was tried: by the last turn's checkpoint
+  // (TakeCheckpointClaim) or by store::ClaimRunForSlot. As Execute
+  // otherwise: a run whose lock another session holds is handed back.
   ExecutionEnd ExecuteNext(store::ClaimedNextRun next, const std::atomic<bool>& stopping);
 
-  // The run the last turn's final checkpoint claimed for the slot, once.
-  std::optional<store::ClaimedNextRun> TakeNextRun();
+  // A claim that the last turn's final checkpoint made and committed.
+  struct CheckpointClaim {
+    std::optional<store::ClaimedNextRun> run;  // none was due
+  };
+  // The last turn's checkpoint claim, once; nullopt when that turn's last
+  // commit claimed nothing (it was not asked to, or failed and committed
+  // again without the claim).
+  std::optional<CheckpointClaim> TakeCheckpointClaim();
 
   // Batch mode: executes many claimed runs together, one end per claim in
   // their order. One statement takes their stack locks and reads them. Then,
@@ -148,7 +155,7 @@ class Executor {
   // next: the run's checkpoint claims the slot's next run too (release_stack
   // must be set; see store::SaveCheckpointAndClaim).
   static CommittedPlan Commit(store::Tx& tx, StepPlan& plan, bool release_stack = false,
-                              const store::NextClaim* next = nullptr);
+                              const store::ClaimRequest* next = nullptr);
   // Commits a plan in a transaction of its own (one statement when it can).
   StepResult CommitAlone(Run& run, StepPlan plan);
   // Applies a committed plan to the slot's copy of the run.
@@ -158,6 +165,11 @@ class Executor {
   // now, in one round trip; reconnects once when the session turns out to
   // have died while the slot was idle.
   std::vector<store::StackLockedRun> LockStackAndLoad(const std::vector<std::string>& run_ids);
+  // Lets go of the stack lock of a claimed run nobody took
+  // (TakeCheckpointClaim); none is expected.
+  void DropCheckpointClaim();
+  // After a failed claim: see store::Connection::ReleaseUncountedStackLocks.
+  void ReleaseUncountedStackLocks();
 
   store::ConnectionOptions connection_options_;
   std::unique_ptr<store::Connection> connection_;
@@ -172,7 +184,7 @@ class Executor {
   // While Execute or ExecuteNext runs one run: its parking checkpoint may
   // claim the slot's next run (options_.next_claim), kept here for the slot.
   bool claims_next_ = false;
-  std::optional<store::ClaimedNextRun> next_run_;
+  std::optional<CheckpointClaim> checkpoint_claim_;
 };
 
 }  // namespace cairn

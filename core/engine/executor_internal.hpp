@@ -19,8 +19,8 @@ namespace cairn {
 // inbox for the wait it created (the run then continues at once with it).
 struct Executor::CommittedPlan {
   CheckpointResult checkpoint;
-  // The slot's next run, when the checkpoint claimed one (NextClaim).
-  std::optional<store::ClaimedNextRun> next_run;
+  // The checkpoint's claim of the slot's next run, when it made one.
+  std::optional<CheckpointClaim> claim;
   std::optional<Resume> inbox_resume;
   std::vector<store::SignalOutcome> signals;  // of the signals the step sent
 };
@@ -56,6 +56,10 @@ namespace executor_detail {
 
 // A plan whose commit is its checkpoint statement alone.
 bool OneStatement(const StepPlan& plan);
+
+// A commit that failed this way may not be repeated: its version moved (a
+// conflict), or whether it landed is unknown (transient, in doubt).
+bool LostOrInDoubt(const Error& e);
 
 // What a commit that threw leaves the run: lost (nullopt) when its version
 // moved or whether it landed is unknown, which the lease's expiry resolves

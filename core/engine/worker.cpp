@@ -274,7 +274,7 @@ void Worker::PollLoop() {
       if (free_slots > 0) {
         const int want = batch_size > 1 ? std::min(free_slots * batch_size, kMaxRunsPerClaim)
                                         : std::min(free_slots, claim_batch);
-        auto runs = Claim(*connection, {queues, hashes, want});
+        auto runs = Claim(*connection, {queues, hashes, options_.worker_id, options_.lease}, want);
         health_.DatabaseReached();
         const auto claimed = static_cast<int64_t>(runs.size());
         if (claimed > 0) {
@@ -319,12 +319,8 @@ void Worker::SlotLoop(int slot) {
   executor_options.idempotency = idempotency_;
   Health::Pulse pulse = health_.Track("slot " + std::to_string(slot));
   executor_options.pulse = &pulse;
-  // The run just ended asked its last checkpoint to claim the slot's next.
-  bool checkpoint_claimed = false;
-  executor_options.next_claim = [&, slot] {
-    std::optional<store::NextClaim> request = NextClaimForSlot(slot, executor_definitions);
-    if (request) checkpoint_claimed = true;
-    return request;
+  executor_options.next_claim = [this, slot, &executor_definitions] {
+    return NextClaimForSlot(slot, executor_definitions);
   };
   const auto surplus = [&] { return slot >= concurrency_; };  // concurrency went down
   auto has_work = [&] { return stop_claiming_.load() || surplus() || !queue_.empty(); };
@@ -358,12 +354,11 @@ void Worker::SlotLoop(int slot) {
     }
     pulse.Beat(options_.lease);
     std::vector<ExecutionEnd> ends(std::max<size_t>(claimed.claims.size(), 1), ExecutionEnd::kLost);
-    checkpoint_claimed = false;
     try {
-      if (claimed.own) {
-        // Claimed on this executor's session, which holds the run's stack
-        // lock: the slot keeps it.
-        ends = {executor->ExecuteNext(std::move(*claimed.own), stop_runs_)};
+      if (claimed.self_claimed) {
+        // Claimed on this executor's session, where its stack lock was
+        // taken: the slot keeps it.
+        ends = {executor->ExecuteNext(std::move(*claimed.self_claimed), stop_runs_)};
       } else {
         if (!executor || !executor->Healthy() || executor_definitions != claimed.definitions) {
           executor.reset();
@@ -393,13 +388,14 @@ void Worker::SlotLoop(int slot) {
         if (end == ExecutionEnd::kLost) ++stats_.lost;
       }
     }
-    if (executor && checkpoint_claimed) {
-      std::optional<store::ClaimedNextRun> claimed_next = executor->TakeNextRun();
-      if (options_.metrics) options_.metrics->ClaimedWithCheckpoint(claimed_next ? 1 : 0);
-      RecordSlotClaim(claimed_next);
-      if (claimed_next) next = Claimed{{}, executor_definitions, std::move(claimed_next)};
-    } else if (executor) {
-      next = ClaimForSlot(slot, *executor, executor_definitions);
+    if (executor) {
+      if (std::optional<Executor::CheckpointClaim> claim = executor->TakeCheckpointClaim()) {
+        if (options_.metrics) options_.metrics->ClaimedWithCheckpoint(claim->run ? 1 : 0);
+        RecordSlotClaim(claim->run);
+        if (claim->run) next = Claimed{{}, executor_definitions, std::move(claim->run)};
+      } else {
+        next = ClaimForSlot(slot, *executor, executor_definitions);
+      }
     }
     if (next) continue;  // still busy
     {
@@ -413,24 +409,34 @@ void Worker::SlotLoop(int slot) {
 }
 
 std::vector<store::ClaimedRun> Worker::Claim(store::Connection& connection,
-                                             const ClaimRequest& request) {
+                                             const store::ClaimRequest& request, int want) {
   const auto started = std::chrono::steady_clock::now();
   auto runs = connection.Autocommit([&](store::Tx& tx) {
-    return store::ClaimRuns(tx, request.queues, request.hashes, request.want, options_.worker_id,
-                            options_.lease);
+    return store::ClaimRuns(tx, request.queues, request.definition_hashes, want, request.worker_id,
+                            request.lease);
   });
   if (options_.metrics) {
     options_.metrics->Claimed(std::chrono::steady_clock::now() - started,
                               static_cast<int64_t>(runs.size()));
-    for (const auto& claim : runs) options_.metrics->RunsClaimed(claim.run.queue);
+  }
+  std::vector<std::string> queues;
+  for (const auto& claim : runs) queues.push_back(claim.run.queue);
+  RecordClaim(static_cast<int>(runs.size()), want, queues, false);
+  return runs;
+}
+
+void Worker::RecordClaim(int claimed, int want, const std::vector<std::string>& queues,
+                         bool by_slot) {
+  if (options_.metrics) {
+    for (const auto& queue : queues) options_.metrics->RunsClaimed(queue);
   }
   {
     std::lock_guard lock(mutex_);
-    backlog_ = static_cast<int>(runs.size()) == request.want;
+    backlog_ = claimed == want;
   }
   std::lock_guard stats_lock(stats_mutex_);
-  stats_.claimed += static_cast<int64_t>(runs.size());
-  return runs;
+  stats_.claimed += claimed;
+  if (by_slot) stats_.claimed_by_slots += claimed;
 }
 
 std::optional<Worker::Claimed> Worker::ClaimForSlot(
@@ -442,7 +448,7 @@ std::optional<Worker::Claimed> Worker::ClaimForSlot(
     if (busy_ > 1) return std::nullopt;
   }
   if (!executor.Healthy()) return std::nullopt;
-  const std::optional<store::NextClaim> request = NextClaimForSlot(slot, definitions);
+  const std::optional<store::ClaimRequest> request = NextClaimForSlot(slot, definitions);
   if (!request) return std::nullopt;
   try {
     const auto started = std::chrono::steady_clock::now();
@@ -456,34 +462,32 @@ std::optional<Worker::Claimed> Worker::ClaimForSlot(
     return Claimed{{}, definitions, std::move(claimed)};
   } catch (const std::exception& e) {
     // The poller claims for the slot instead; the executor's next run finds
-    // out whether its session is still good.
+    // out whether its session is still good. A stack lock the failed
+    // statement took outlives its rollback.
     spdlog::warn("slot {}: claiming its next run: {}", slot, e.what());
+    try {
+      executor.session().ReleaseUncountedStackLocks();
+    } catch (const std::exception& release) {
+      spdlog::warn("slot {}: releasing uncounted stack locks: {}", slot, release.what());
+    }
     return std::nullopt;
   }
 }
 
-std::optional<store::NextClaim> Worker::NextClaimForSlot(
+std::optional<store::ClaimRequest> Worker::NextClaimForSlot(
     int slot, const std::shared_ptr<const DefinitionSet>& definitions) {
   std::lock_guard lock(mutex_);
   if (!backlog_ || !queue_.empty() || stop_claiming_.load() || slot >= concurrency_ ||
       batch_size_ > 1 || definitions != definitions_) {
     return std::nullopt;
   }
-  return store::NextClaim{queues_, served_hashes_, options_.worker_id, options_.lease};
+  return store::ClaimRequest{queues_, served_hashes_, options_.worker_id, options_.lease};
 }
 
 void Worker::RecordSlotClaim(const std::optional<store::ClaimedNextRun>& next) {
-  {
-    std::lock_guard lock(mutex_);
-    backlog_ = next.has_value();
-  }
-  if (!next) return;
-  if (options_.metrics && next->opened.run) {
-    options_.metrics->RunsClaimed(next->opened.run->run.queue);
-  }
-  std::lock_guard stats_lock(stats_mutex_);
-  ++stats_.claimed;
-  ++stats_.claimed_by_slots;
+  std::vector<std::string> queues;
+  if (next && next->opened.run) queues.push_back(next->opened.run->run.queue);
+  RecordClaim(next ? 1 : 0, 1, queues, true);
 }
 
 void Worker::ListenLoop() {

@@ -124,22 +124,16 @@ class Worker {
     std::vector<store::ClaimedRun> claims;
     std::shared_ptr<const DefinitionSet> definitions;
     // Instead of claims: the run the slot claimed for itself (with its last
-    // checkpoint, or between runs), whose stack lock its session holds.
-    std::optional<store::ClaimedNextRun> own;
-  };
-
-  // What a claim asks for: due runs of these queues and definitions.
-  struct ClaimRequest {
-    std::vector<std::string> queues;
-    std::vector<std::string> hashes;
-    int want = 1;
+    // checkpoint, or between runs), on its own session.
+    std::optional<store::ClaimedNextRun> self_claimed;
   };
 
   void PollLoop();
-  // One claim_runs statement on `connection`, without an explicit
-  // transaction (one round trip), recorded in the metrics and stats; whether
-  // it came back full is what tells the slots that a backlog is waiting.
-  std::vector<store::ClaimedRun> Claim(store::Connection& connection, const ClaimRequest& request);
+  // The poller's claim: one claim_runs statement on `connection`, without
+  // an explicit transaction (one round trip), of up to `want` runs,
+  // recorded (RecordClaim).
+  std::vector<store::ClaimedRun> Claim(store::Connection& connection,
+                                       const store::ClaimRequest& request, int want);
   // The worker's only busy slot, finishing a run whose last commit could
   // not claim its next one (a transaction of several statements), claims
   // it on its own session, stack lock and read included, and keeps going:
@@ -154,10 +148,13 @@ class Worker {
   // so any busy slot makes it. Nothing when the poller has claimed runs
   // still waiting for a slot, the last claim came back short, or the worker
   // is stopping, has fewer slots or other definitions now, or runs batches.
-  std::optional<store::NextClaim> NextClaimForSlot(
+  std::optional<store::ClaimRequest> NextClaimForSlot(
       int slot, const std::shared_ptr<const DefinitionSet>& definitions);
-  // Records what a slot's claim of its next run got: the backlog is there
-  // while it gets a run.
+  // Records a claim's runs (`claimed`, of which those that could be read
+  // are of `queues`) in the metrics and stats; whether it got all it wanted
+  // is what tells the slots that a backlog is waiting.
+  void RecordClaim(int claimed, int want, const std::vector<std::string>& queues, bool by_slot);
+  // RecordClaim of a slot's claim of its next run.
   void RecordSlotClaim(const std::optional<store::ClaimedNextRun>& next);
   void SlotLoop(int slot);
   void StartSlots();  // threads for the slots below concurrency_ that have none

@@ -282,6 +282,20 @@ void Connection::UnlockStacks(const std::vector<std::string>& run_ids) {
       [&](Tx& tx) { Internal(tx).Exec("stack_unlock", schema(), ArrayLiteral(released)); });
 }
 
+void Connection::ReleaseUncountedStackLocks() {
+  if (!IsOpen()) return;
+  std::vector<std::string> counted;
+  for (const auto& [run_id, holds] : impl_->stack_holds) counted.push_back(run_id);
+  ExecuteOutsideTransaction([&](Tx& tx) {
+    // A lock taken twice needs two releases; each pass releases one level.
+    for (int pass = 0; pass < 8; ++pass) {
+      const pqxx::result released =
+          Internal(tx).Exec("stack_release_uncounted", schema(), ArrayLiteral(counted));
+      if (released[0][0].as<int64_t>() == 0) return;
+    }
+  });
+}
+
 bool Connection::HoldsStack(const std::string& run_id) const {
   return impl_->stack_holds.count(run_id) > 0;
 }

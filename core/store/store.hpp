@@ -111,6 +111,11 @@ class Connection {
   // UnlockStack of each, in one round trip for those whose last hold it is.
   void UnlockStacks(const std::vector<std::string>& run_ids);
   bool HoldsStack(const std::string& run_id) const;
+  // Lets go of the stack locks the session holds without counting them: a
+  // statement that took one and then failed (a claim's, whose session lock
+  // outlives the rollback) leaves it behind. Nothing when the session is
+  // gone, with its locks.
+  void ReleaseUncountedStackLocks();
 
   struct Impl;
   Impl& impl() { return *impl_; }
@@ -349,9 +354,9 @@ struct CheckpointAndNextRun {
   CheckpointResult checkpoint;
   std::optional<ClaimedNextRun> next;  // none was due
 };
-// What a slot's parking checkpoint claims besides: one due run of these
-// queues and definitions, for this worker, with this lease.
-struct NextClaim {
+// What a claim asks for: due runs of these queues and definitions, for
+// this worker, with this lease.
+struct ClaimRequest {
   std::vector<std::string> queues;
   std::vector<std::string> definition_hashes;
   std::string worker_id;
@@ -360,13 +365,16 @@ struct NextClaim {
 // The checkpoint of a run that parks, committed alone (Connection::
 // Autocommit), which releases the run's stack lock as release_stack does
 // and, once it has landed, claims the slot's next run in the same statement
-// and transaction: that run's stack lock is taken on this session and the
-// run read (see lock_stack_and_load_run), so the slot goes on with it
-// without a round trip of its own. Errors as SaveCheckpoint; a checkpoint
-// that does not land claims nothing.
+// and transaction, from queues without limits (queue_limits): that run's
+// stack lock is taken on this session and the run read (see
+// lock_stack_and_load_run), so the slot goes on with it without a round trip
+// of its own. Errors as SaveCheckpoint; a checkpoint that does not land
+// claims nothing. After an error other than a conflict, the session may
+// hold the next run's stack lock uncounted
+// (Connection::ReleaseUncountedStackLocks).
 CheckpointAndNextRun SaveCheckpointAndClaim(Tx& tx, const Checkpoint& checkpoint,
                                             const std::vector<RunEvent>& events,
-                                            const NextClaim& next);
+                                            const ClaimRequest& next);
 
 // Claims up to `limit` due runs of the queues, within each limited queue's
 // room (queue_limits: max_running and the token bucket), fleet-wide.
@@ -376,8 +384,9 @@ std::vector<ClaimedRun> ClaimRuns(Tx& tx, const std::vector<std::string>& queues
 // A slot's claim of its own next run, in a statement of its own (as
 // ClaimRuns, not flushed), on the slot's session: the run's stack lock is
 // taken there and the run read, as SaveCheckpointAndClaim does. nullopt:
-// none was due.
-std::optional<ClaimedNextRun> ClaimRunForSlot(Tx& tx, const NextClaim& claim);
+// none was due. After an error, the session may hold the run's stack lock
+// uncounted (Connection::ReleaseUncountedStackLocks).
+std::optional<ClaimedNextRun> ClaimRunForSlot(Tx& tx, const ClaimRequest& claim);
 // Takes a token of the queue's bucket for a held run's next step: zero when
 // taken (or the queue has no rate any more), else how long until the bucket
 // next holds one, by database time.

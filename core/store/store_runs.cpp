@@ -56,7 +56,7 @@ namespace {
 // save_checkpoint, claiming the slot's next run with it when `next` is set.
 CheckpointAndNextRun SaveCheckpointWith(Tx& tx, const Checkpoint& c,
                                         const std::vector<RunEvent>& events, bool release_stack,
-                                        const NextClaim* next) {
+                                        const ClaimRequest* next) {
   auto& t = Internal(tx);
   std::optional<std::string> output;
   if (c.output) output = c.output->dump();
@@ -104,7 +104,7 @@ CheckpointResult SaveCheckpoint(Tx& tx, const Checkpoint& c, const std::vector<R
 
 CheckpointAndNextRun SaveCheckpointAndClaim(Tx& tx, const Checkpoint& checkpoint,
                                             const std::vector<RunEvent>& events,
-                                            const NextClaim& next) {
+                                            const ClaimRequest& next) {
   return SaveCheckpointWith(tx, checkpoint, events, true, &next);
 }
 

@@ -81,7 +81,7 @@ std::vector<ClaimedRun> ClaimRuns(Tx& tx, const std::vector<std::string>& queues
   return runs;
 }
 
-std::optional<ClaimedNextRun> ClaimRunForSlot(Tx& tx, const NextClaim& claim) {
+std::optional<ClaimedNextRun> ClaimRunForSlot(Tx& tx, const ClaimRequest& claim) {
   auto& t = Internal(tx);
   const pqxx::result rows =
       t.Exec("claim_runs", ArrayLiteral(claim.queues), ArrayLiteral(claim.definition_hashes), 1,

@@ -43,6 +43,10 @@ $$;
 -- executor to take one for each further step). Its row stays locked until
 -- the claim commits, so claims of one limited queue take turns, in queue
 -- order. Queues without a row cost one probe of queue_limits' primary key.
+-- Without p_limited_queues, queues with a row in queue_limits are left to
+-- other claims: a checkpoint's claim would hold those rows locked through
+-- the checkpoint's flush, and every claim of the fleet that reads them
+-- would wait for it, whatever queue it claims from.
 -- p_except is never claimed: the run whose checkpoint claims (this
 -- transaction holds its row, so SKIP LOCKED would not pass it over).
 -- With p_lock_stacks, each claimed run's stack lock is taken on this
@@ -52,13 +56,14 @@ $$;
 -- statement of its own: in READ COMMITTED it takes a fresh snapshot, later
 -- than the claim's row locks, so it sees every change committed to these
 -- runs before the claim took them (the claim's snapshot may predate a
--- signal that its row lock then waited for). plpgsql, not SQL: a SQL
+-- signal whose update its row lock found and followed). plpgsql, not SQL: a SQL
 -- function's plans last one call of its caller's statement, and this one
 -- planned at every claim took 3 ms.
 -- The runs come back in the claim's order (claim_order).
 CREATE OR REPLACE FUNCTION {schema}.claim_runs(
   p_queues text[], p_hashes text[], p_want integer, p_worker text, p_lease_ms bigint,
-  p_lock_stacks boolean DEFAULT false, p_except uuid DEFAULT NULL)
+  p_lock_stacks boolean DEFAULT false, p_except uuid DEFAULT NULL,
+  p_limited_queues boolean DEFAULT true)
 RETURNS TABLE (run {schema}.runs, step_tokens boolean, locked boolean, past_deadline boolean,
                resume_key text, resume_event text, resume_payload jsonb, resume_claimant text,
                claim_order integer)
@@ -71,7 +76,7 @@ BEGIN
   -- first turn: every run is claimed before any stack lock is tried.
   FOR taken_run IN
     WITH limited AS MATERIALIZED (
-      SELECT * FROM {schema}.queue_limits WHERE queue = ANY(p_queues)
+      SELECT * FROM {schema}.queue_limits WHERE queue = ANY(p_queues) AND p_limited_queues
       ORDER BY queue
       FOR UPDATE),
     room AS MATERIALIZED (
@@ -84,7 +89,9 @@ BEGIN
     quota AS MATERIALIZED (
       SELECT q.queue, coalesce(room.room, p_want) AS room
       FROM (SELECT DISTINCT unnest(p_queues) AS queue) q
-           LEFT JOIN room USING (queue)),
+           LEFT JOIN room USING (queue)
+      WHERE p_limited_queues
+         OR NOT EXISTS (SELECT FROM {schema}.queue_limits l WHERE l.queue = q.queue)),
     due AS MATERIALIZED (
       SELECT d.* FROM quota CROSS JOIN LATERAL (
         SELECT r.id, r.priority, r.run_at FROM {schema}.runs r

@@ -7,8 +7,10 @@
 -- (synchronous_commit off, for this transaction only): one flush less per
 -- run. Nothing in it needs to outlive a crash of the server. A claim that
 -- such a crash takes back leaves its runs due, as they were, and takes the
--- sessions that could act on it down with it: a slot that reconnects reads
--- the run again and leaves it if its version moved. Every commit that must
+-- sessions that could act on it down with it: the slot that claimed for
+-- itself loses its session, and with it the run; one that reconnects for a
+-- run the poller claimed reads it again and leaves it if its version
+-- moved. Every commit that must
 -- last (a checkpoint, a signal) flushes the WAL up to itself, so a claim
 -- that anything durable builds on is on disk first.
 WITH no_flush AS MATERIALIZED (

@@ -3,10 +3,11 @@
 -- so it is not taken twice), and reads each run it got the lock of, with the
 -- wait it resumes from ({schema}.resumed_wait), if a signal (or the inbox)
 -- claimed one: its payload goes into the context. One round trip however
--- many runs: a slot takes one, a batch slot all of its batch. A row per input, in input order. The rows
--- are read in the statement's snapshot, which may predate a lock: a change
--- committed in between bumped the version, so the slot's first checkpoint is
--- fenced as any stale write is.
+-- many runs: a slot takes the run the poller claimed for it, a batch slot
+-- all of its batch. A row per input, in input order. The rows are read in
+-- the statement's snapshot, which may predate a lock: a change committed in
+-- between bumped the version, so the slot's first checkpoint is fenced as
+-- any stale write is.
 -- past_deadline: its deadline has passed (database time), so it must fail
 -- rather than run another step.
 WITH stack AS MATERIALIZED (

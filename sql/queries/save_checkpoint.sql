@@ -11,17 +11,20 @@
 -- a checkpoint that lands then releases this session's stack lock of the
 -- run too, so that a slot whose run parks needs no round trip of its own
 -- for it. Safe before the commit: the updated row stays locked until then,
--- so no claim, signal or cancel can touch the run in between. Last in the
--- select list, after everything that could fail the statement; only for
--- autocommit, since a rolled-back transaction would not take it back.
+-- so no claim, signal or cancel can touch the run in between. Late in the
+-- select list, after what is likeliest to fail; only for autocommit, since
+-- a rolled-back transaction would not take it back.
 -- $17, when not null, claims the slot's next run in the same statement and
 -- transaction, once the checkpoint has landed: one due run of queues $17
--- and definitions $18 for worker $19, leased for $20 ms, with its stack lock
--- taken on this session and its resume read ({schema}.claim_runs). Its
--- columns follow the checkpoint's (all null when none was due). Only for a
--- checkpoint that parks its run and is committed alone: the claim's commit
--- is then the checkpoint's, and the session's next run needs no
--- transaction of its own before its first step.
+-- without limits (queue_limits) and definitions $18 for worker $19, leased
+-- for $20 ms, with its stack lock taken on this session and its resume read
+-- ({schema}.claim_runs). Its columns follow the checkpoint's (all null when
+-- none was due). Only for a checkpoint that parks its run and is committed
+-- alone: the claim's commit is then the checkpoint's, and the session's
+-- next run needs no transaction of its own before its first step. Session
+-- locks outlive a rollback, so a statement that fails after the claim may
+-- leave the next run's stack lock taken but uncounted: the caller lets go
+-- of such locks (stack_release_uncounted.sql).
 -- Limits: a checkpoint carrying the run forward with a context or output over
 -- max_context_bytes is refused (SQLSTATE 54000); one that fails, cancels or
 -- unwinds the run always lands, so a refused run can record its failure. One
@@ -31,7 +34,7 @@
 -- deadline (deadline_at, by statement_timestamp()) lands, so the step that
 -- ran is undone by its compensation like any committed step, but ends the
 -- run: failed with code deadline_exceeded, even a step that completed it.
--- Plain expressions, not functions: this is the hot path.
+-- Plain expressions, not functions, but for the claim: this is the hot path.
 WITH caps AS MATERIALIZED (
   SELECT max(l.value) FILTER (WHERE l.name = 'max_context_bytes') AS context_bytes,
          max(l.value) FILTER (WHERE l.name = 'max_transitions_per_run') AS transitions
@@ -114,5 +117,6 @@ FROM updated u
 LEFT JOIN LATERAL (
   SELECT (c.run).*, c.step_tokens, c.locked, c.past_deadline,
          c.resume_key, c.resume_event, c.resume_payload, c.resume_claimant
-  FROM {schema}.claim_runs($17::text[], $18::text[], 1, $19::text, $20::bigint, true, $1::uuid) c
+  FROM {schema}.claim_runs($17::text[], $18::text[], 1, $19::text, $20::bigint, true, $1::uuid,
+                           false) c
   WHERE $17::text[] IS NOT NULL) next ON true

@@ -1484,7 +1484,7 @@ class StoreCheckpointClaim : public StoreClaim {
         [&](store::Tx& tx) { return store::SaveCheckpointAndClaim(tx, done, {}, Next()); });
   }
 
-  static store::NextClaim Next() { return {{"default"}, {"hash-1"}, "worker-1", 30s}; }
+  static store::ClaimRequest Next() { return {{"default"}, {"hash-1"}, "worker-1", 30s}; }
 
   bool LockedElsewhere(const std::string& run_id) {
     auto other = Open();
@@ -1538,6 +1538,7 @@ TEST_F(StoreCheckpointClaim, ClaimsNothingWhenItsCheckpointIsFenced) {
   EXPECT_EQ(RunColumn(due, "status"), "ready");
   EXPECT_EQ(RunColumn(due, "lease_owner"), "");
   EXPECT_FALSE(conn().HoldsStack(due));
+  EXPECT_FALSE(LockedElsewhere(due));
   EXPECT_TRUE(conn().HoldsStack(done.id));
   EXPECT_TRUE(LockedElsewhere(done.id));
   conn().UnlockStack(done.id);
@@ -1558,10 +1559,11 @@ TEST_F(StoreCheckpointClaim, NeverClaimsTheRunItParks) {
 }
 
 // The claim rides on a checkpoint's commit, which must reach the disk: it
-// does not turn the flush off as the poller's claim does for itself.
+// does not turn the flush off as the poller's claim does for itself. (In a
+// transaction of the test's, to read the setting the commit will see.)
 TEST_F(StoreCheckpointClaim, CommitsWithTheCheckpointsFlush) {
   const cairn::Run done = Held();
-  Ready("default", 0, -1);
+  const std::string due = Ready("default", 0, -1);
   cairn::Checkpoint last;
   last.run_id = done.id;
   last.expected_version = done.version;
@@ -1572,6 +1574,77 @@ TEST_F(StoreCheckpointClaim, CommitsWithTheCheckpointsFlush) {
   });
   EXPECT_TRUE(claimed);
   EXPECT_EQ(synchronous_commit, "on");
+  conn().UnlockStack(due);
+}
+
+// A checkpoint's claim leaves queues with limits to the other claims: their
+// limit rows would stay locked through the checkpoint's flush.
+TEST_F(StoreCheckpointClaim, LeavesQueuesWithLimitsToOtherClaims) {
+  const cairn::Run done = Held();
+  const std::string limited = Ready("limited", 9, -60);
+  const std::string open = Ready("default", 0, -1);
+  Sql("INSERT INTO {s}.queue_limits (queue, max_running) VALUES ('limited', 10)");
+  cairn::Checkpoint last;
+  last.run_id = done.id;
+  last.expected_version = done.version;
+  last.status = RunStatus::kCompleted;
+  store::ClaimRequest both = Next();
+  both.queues = {"limited", "default"};
+  const store::CheckpointAndNextRun saved = conn().Autocommit(
+      [&](store::Tx& tx) { return store::SaveCheckpointAndClaim(tx, last, {}, both); });
+  ASSERT_TRUE(saved.next.has_value());
+  EXPECT_EQ(saved.next->run_id, open);
+  EXPECT_EQ(RunColumn(limited, "status"), "ready");
+  conn().UnlockStack(open);
+  // The poller's claim takes it.
+  EXPECT_EQ(Claim({"limited"}, 1), std::vector<std::string>{limited});
+}
+
+// A statement that fails after its claim took the next run's stack lock
+// (here a trigger at the end of the statement) rolls the claim back, but
+// not the session's lock: the session lets go of the locks it does not
+// count, and keeps the one it does.
+TEST_F(StoreCheckpointClaim, LocksLeftByAFailedClaimAreLetGo) {
+  const cairn::Run done = Held();
+  const std::string due = Ready("default", 0, -1);
+  Sql("CREATE FUNCTION {s}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+      "RAISE EXCEPTION 'refused after the claim'; END $$");
+  Sql("CREATE TRIGGER refuse AFTER UPDATE OF status ON {s}.runs FOR EACH ROW WHEN "
+      "(NEW.status = 'completed') EXECUTE FUNCTION {s}.refuse()");
+  EXPECT_THROW(Finish(done, done.version), Error);
+  EXPECT_EQ(RunColumn(due, "status"), "ready");
+  EXPECT_FALSE(conn().HoldsStack(due));
+  EXPECT_TRUE(LockedElsewhere(due)) << "the failed statement's lock was expected to outlive it";
+  conn().ReleaseUncountedStackLocks();
+  EXPECT_FALSE(LockedElsewhere(due));
+  // The run whose checkpoint failed is still counted: its checkpoint goes
+  // again, and lets it go when it lands.
+  EXPECT_TRUE(conn().HoldsStack(done.id));
+}
+
+// Between runs, a slot claims its next run with the same function, in a
+// statement of its own: the run's stack lock on its session, the run read
+// with the wait it resumes from.
+TEST_F(StoreCheckpointClaim, ASlotsOwnClaimTakesTheStackLockAndReadsTheRun) {
+  const cairn::Run resumed = CreateRunningRun();
+  SaveWait(resumed.id, "pay-8");
+  CommitStatus(resumed.id, RunStatus::kWaiting);
+  ASSERT_EQ(Sql("SELECT {s}.signal('pay-8', '{\"paid\": 8}')"), "delivered");
+  const std::optional<store::ClaimedNextRun> claimed =
+      conn().Autocommit([&](store::Tx& tx) { return store::ClaimRunForSlot(tx, Next()); });
+  ASSERT_TRUE(claimed.has_value());
+  EXPECT_EQ(claimed->run_id, resumed.id);
+  EXPECT_TRUE(claimed->opened.locked);
+  EXPECT_TRUE(conn().HoldsStack(resumed.id));
+  EXPECT_TRUE(LockedElsewhere(resumed.id));
+  ASSERT_TRUE(claimed->opened.run.has_value());
+  EXPECT_EQ(claimed->opened.run->run.status, RunStatus::kRunning);
+  ASSERT_TRUE(claimed->opened.run->resume.has_value());
+  EXPECT_EQ(claimed->opened.run->resume->payload, Json({{"paid", 8}}));
+  conn().UnlockStack(resumed.id);
+  EXPECT_FALSE(conn()
+                   .Autocommit([&](store::Tx& tx) { return store::ClaimRunForSlot(tx, Next()); })
+                   .has_value());
 }
 
 // ---------------------------------------------------------------- session plans
