@@ -1,0 +1,25 @@
+-- Schema 24: the creation-order indexes leave out running runs.
+--
+-- A claim (ready to running) cannot be a HOT update: the status moves, so
+-- the new version of the run gets an entry in every index whose condition
+-- it meets, about 80 bytes of WAL apiece. Three of those were the indexes
+-- that list runs in creation order (all runs, by workflow and status, by
+-- queue), each taking an entry at the claim that the run's end replaces
+-- again a few steps later. Running runs are few (as many as the fleet's
+-- slots hold) and runs_running_idx finds them already: the lists read them
+-- through it and merge them with the rest (list_runs.sql,
+-- console_runs.sql). Without them a claim writes two index entries (the
+-- primary key and runs_running_idx) instead of five.
+-- Rebuilds the three indexes with passes over runs, which block writes to it
+-- while they last (a few seconds per million runs each): migrate in a quiet
+-- moment.
+DROP INDEX IF EXISTS {schema}.runs_created_idx;
+CREATE INDEX runs_created_idx ON {schema}.runs (created_at, id)
+  WHERE status <> 'running';
+DROP INDEX IF EXISTS {schema}.runs_list_idx;
+CREATE INDEX runs_list_idx ON {schema}.runs (workflow, status, created_at, id)
+  WHERE status <> 'running';
+DROP INDEX IF EXISTS {schema}.runs_queue_created_idx;
+CREATE INDEX runs_queue_created_idx ON {schema}.runs (queue, created_at, id)
+  WHERE status <> 'running';
+
