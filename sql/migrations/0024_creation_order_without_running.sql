@@ -10,16 +10,20 @@
 -- through it and merge them with the rest (list_runs.sql,
 -- console_runs.sql). Without them a claim writes two index entries (the
 -- primary key and runs_running_idx) instead of five.
--- Rebuilds the three indexes with passes over runs, which block writes to it
--- while they last (a few seconds per million runs each): migrate in a quiet
--- moment.
+-- Builds the three new indexes with passes over runs, which block writes
+-- to it while they last (a few seconds per million runs each); the old
+-- ones are dropped and the new ones take their names at the end, which
+-- blocks reads of runs too, from then until the migration commits:
+-- migrate in a quiet moment.
+CREATE INDEX runs_created_idx_24 ON {schema}.runs (created_at, id)
+  WHERE status <> 'running';
+CREATE INDEX runs_list_idx_24 ON {schema}.runs (workflow, status, created_at, id)
+  WHERE status <> 'running';
+CREATE INDEX runs_queue_created_idx_24 ON {schema}.runs (queue, created_at, id)
+  WHERE status <> 'running';
 DROP INDEX IF EXISTS {schema}.runs_created_idx;
-CREATE INDEX runs_created_idx ON {schema}.runs (created_at, id)
-  WHERE status <> 'running';
 DROP INDEX IF EXISTS {schema}.runs_list_idx;
-CREATE INDEX runs_list_idx ON {schema}.runs (workflow, status, created_at, id)
-  WHERE status <> 'running';
 DROP INDEX IF EXISTS {schema}.runs_queue_created_idx;
-CREATE INDEX runs_queue_created_idx ON {schema}.runs (queue, created_at, id)
-  WHERE status <> 'running';
-
+ALTER INDEX {schema}.runs_created_idx_24 RENAME TO runs_created_idx;
+ALTER INDEX {schema}.runs_list_idx_24 RENAME TO runs_list_idx;
+ALTER INDEX {schema}.runs_queue_created_idx_24 RENAME TO runs_queue_created_idx;
