@@ -103,6 +103,9 @@ class Executor {
   bool Healthy() const;
   // The slot's session, between runs: the slot claims its next run on it.
   store::Connection& session() { return *connection_; }
+  // After a failed claim on this executor's session: see
+  // store::Connection::ReleaseUncountedStackLocks. A failure is logged.
+  void ReleaseUncountedStackLocks();
 
  private:
   struct StepResult;
@@ -168,8 +171,6 @@ class Executor {
   // Lets go of the stack lock of a claimed run nobody took
   // (TakeCheckpointClaim); none is expected.
   void DropCheckpointClaim();
-  // After a failed claim: see store::Connection::ReleaseUncountedStackLocks.
-  void ReleaseUncountedStackLocks();
 
   store::ConnectionOptions connection_options_;
   std::unique_ptr<store::Connection> connection_;

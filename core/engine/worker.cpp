@@ -465,11 +465,7 @@ std::optional<Worker::Claimed> Worker::ClaimForSlot(
     // out whether its session is still good. A stack lock the failed
     // statement took outlives its rollback.
     spdlog::warn("slot {}: claiming its next run: {}", slot, e.what());
-    try {
-      executor.session().ReleaseUncountedStackLocks();
-    } catch (const std::exception& release) {
-      spdlog::warn("slot {}: releasing uncounted stack locks: {}", slot, release.what());
-    }
+    executor.ReleaseUncountedStackLocks();
     return std::nullopt;
   }
 }
