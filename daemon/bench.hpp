@@ -210,6 +210,9 @@ class Bench {
   // cli_bench.cpp
   const WorkflowDefinition& Workflow(const char* name) const;
   void Prepare();
+  // A CHECKPOINT before a measured phase, when this role may run one
+  // (sql/bench/bench_checkpoint.sql says why).
+  void SettleServer();
 
   // bench_fleet.cpp
   std::string DaemonConfigFile(int slots, bool listen, int batch_size = 1);
@@ -255,6 +258,7 @@ class Bench {
   std::unique_ptr<Admin> admin_;
   std::unique_ptr<process::TempDir> temp_;
   store::bench::ServerInfo server_;
+  bool may_checkpoint_ = false;
   std::string executable_;
   std::string pgbench_;
   std::string pgbench_script_;

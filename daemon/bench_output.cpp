@@ -37,7 +37,13 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
       << "; " << settings_.runs << " " << kThroughputWorkflow
       << " runs started beforehand per row, one per transaction\n"
       << "per step or start: transactions committed (read-only ones included) · durable commits "
-         "(transactions that wrote) · WAL bytes\n\n";
+         "(transactions that wrote) · WAL bytes · full-page images in the WAL\n"
+      << (may_checkpoint_
+              ? "each measured phase starts right after a CHECKPOINT, so that no checkpoint of "
+                "the server's falls into it\n\n"
+              : "no CHECKPOINT before the phases (this role is neither a superuser nor a member "
+                "of pg_checkpoint): a checkpoint the server starts during a phase adds its "
+                "full-page images to that phase's WAL\n\n");
 
   std::vector<std::vector<std::string>> rows;
   const auto sessions = [](int n) {
@@ -139,6 +145,7 @@ Json Bench::ReportJson(const bench::Machine& machine, double load_before, double
                         {"isolation", config_.plugins.isolation},
                         {"claim_batch", config_.EffectiveClaimBatch()},
                         {"poll_interval_ms", config_.worker.poll_interval.count()},
+                        {"checkpoint_before_phases", may_checkpoint_},
                         {"schema", config_.database.schema}};
   Json pgbench = Json::array();
   for (const auto& [clients, p] : pgbench_runs_) {

@@ -133,7 +133,7 @@ std::string FormatCost(const UnitCost& cost) {
     return value >= 0.1 || value == 0 ? Printf("%.2f", value) : Printf("%.3f", value);
   };
   return count(cost.transactions) + " · " + count(cost.durable_commits) + " · " +
-         Grouped(std::llround(cost.wal_bytes));
+         Grouped(std::llround(cost.wal_bytes)) + " · " + count(cost.wal_fpi);
 }
 
 std::string MarkdownTable(const std::vector<std::string>& header,

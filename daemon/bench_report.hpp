@@ -63,7 +63,8 @@ std::string FormatRate(double per_second);
 std::string FormatRatio(double ratio);
 std::string FormatMillis(double ms);
 std::string FormatMiB(int64_t bytes);
-std::string FormatCost(const UnitCost& cost);  // "transactions · durable commits · WAL bytes"
+// "transactions · durable commits · WAL bytes · full-page images"
+std::string FormatCost(const UnitCost& cost);
 // The shape of a fleet: "1 process × 8 slots", "2 processes × 1 slot".
 // "1 process × 8 slots", and ", batches of 32" in batch mode.
 std::string FormatFleet(int processes, int slots, int batch_size = 1);

@@ -20,6 +20,7 @@ Bench::Throughput Bench::MeasureThroughput(int workers, int slots, int batch_siz
   progress_.Begin(label);
   const Json tag = {{"cairn_bench", "throughput " + std::to_string(workers) + "x" +
                                         std::to_string(slots) + "x" + std::to_string(batch_size)}};
+  SettleServer();
   const auto before_start = admin_->Snapshot();
   progress_.Update("starting " + std::to_string(settings_.runs) + " runs");
   StartRuns(kThroughputWorkflow, tag, settings_.runs);
@@ -89,6 +90,7 @@ Bench::PgbenchRun Bench::RunPgbenchStep(int clients, int64_t per_client,
   fill.definition_hash = workflow.hash;
   fill.queue = store::bench::kPgbenchQueue;
   fill.cursor = workflow.FirstStep();
+  SettleServer();
   admin_->connection().Transact([&](store::Tx& tx) { store::bench::FillRuns(tx, fill); });
   const int64_t sessions =
       admin_->Read([](store::Tx& tx) { return store::bench::ClientSessions(tx); });
@@ -178,6 +180,7 @@ Bench::Starts Bench::MeasureSingleStarts(int sessions, bool wake_hints) {
                   (wake_hints ? "on" : "off"));
   const Json tag = {{"cairn_bench", "starts"}};
   const int per_session = std::max(1, settings_.single_starts / sessions);
+  SettleServer();
   const int64_t open = admin_->Read([](store::Tx& tx) { return store::bench::ClientSessions(tx); });
   // Every session connects first: the clock and the counters start once
   // all are connected, so that connecting is not counted as starting.
@@ -240,6 +243,7 @@ Bench::Starts Bench::MeasureBulkStarts(store::bench::BulkStartApi api) {
   progress_.Begin("starts, " + std::to_string(kBulkStarts) + " per statement (" +
                   (set_based ? "start_runs" : "start_run") + ")");
   const Json tag = {{"cairn_bench", "starts"}};
+  SettleServer();
   const auto before = admin_->Snapshot();
   const auto started = Clock::now();
   int64_t count = 0;

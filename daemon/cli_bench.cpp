@@ -185,6 +185,12 @@ void Bench::Prepare() {
   });
 }
 
+void Bench::SettleServer() {
+  if (!may_checkpoint_) return;
+  progress_.Update("checkpoint");
+  admin_->connection().Autocommit([](store::Tx& tx) { store::bench::Checkpoint(tx); });
+}
+
 int Bench::Run(bool json) {
   const std::string& schema = config_.database.schema;
   Workflow(kThroughputWorkflow);
@@ -223,6 +229,7 @@ int Bench::Run(bool json) {
   } drop{config_, keep_};
   store::Migrate(admin_->connection());
   Prepare();
+  may_checkpoint_ = admin_->Read([](store::Tx& tx) { return store::bench::MayCheckpoint(tx); });
 
   for (int workers : settings_.workers) {
     for (int slots : settings_.concurrency) {

@@ -65,15 +65,25 @@ int64_t FillRuns(Tx& tx, const RunFill& fill) {
   return result.affected_rows();
 }
 
-void AnalyzeRuns(Tx& tx) {
-  // A utility statement: sent as text, like drop_schema.
+namespace {
+
+// A utility statement: sent as text, like drop_schema.
+void ExecUtility(Tx& tx, const char* name) {
   auto& t = Internal(tx);
   try {
-    t.work.exec(sql::WithSchema(sql::Query("bench_analyze_runs"), t.session.options.schema));
+    t.work.exec(sql::WithSchema(sql::Query(name), t.session.options.schema));
   } catch (...) {
-    Tx::Impl::RethrowTranslated("bench_analyze_runs");
+    Tx::Impl::RethrowTranslated(name);
   }
 }
+
+}  // namespace
+
+void AnalyzeRuns(Tx& tx) { ExecUtility(tx, "bench_analyze_runs"); }
+
+bool MayCheckpoint(Tx& tx) { return Internal(tx).Exec("bench_may_checkpoint")[0][0].as<bool>(); }
+
+void Checkpoint(Tx& tx) { ExecUtility(tx, "bench_checkpoint"); }
 
 std::unordered_map<RunStatus, int64_t> PhaseStatus(Tx& tx, const Json& tag) {
   std::unordered_map<RunStatus, int64_t> counts;

@@ -85,6 +85,12 @@ int64_t FillRuns(Tx& tx, const RunFill& fill);
 // ANALYZE of runs, so that the next statements are planned on its contents.
 void AnalyzeRuns(Tx& tx);
 
+// Whether this session's role may run CHECKPOINT (sql/bench/bench_checkpoint.sql).
+bool MayCheckpoint(Tx& tx);
+// A CHECKPOINT, before a measured phase. Call it outside a transaction
+// (Connection::Autocommit).
+void Checkpoint(Tx& tx);
+
 // Runs tagged with `tag` (a JSON object their input contains), per status.
 std::unordered_map<RunStatus, int64_t> PhaseStatus(Tx& tx, const Json& tag);
 

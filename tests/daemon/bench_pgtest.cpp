@@ -71,11 +71,21 @@ void ExpectPercentiles(const Json& row, const std::string& where) {
 }
 
 TEST_F(BenchCommand, QuickRunReportsEveryFigureAndDropsItsSchema) {
+  const int64_t checkpoints_before = SqlInt("SELECT checkpoints_req FROM pg_stat_bgwriter");
   const CommandResult result = Bench({"--quick", "--json"});
   ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
   // The progress line goes to standard error; standard output is the JSON.
   EXPECT_THAT(result.err, HasSubstr("pgbench"));
   const Json report = Json::parse(result.out);
+
+  // The harness connects as a superuser: every phase that reports a cost
+  // per unit (each throughput row, each pgbench run, each start row and
+  // pgbench's step latency) starts right after a checkpoint of its own.
+  EXPECT_TRUE(report["settings"]["checkpoint_before_phases"].get<bool>());
+  const size_t costed_phases =
+      report["throughput"].size() + report["pgbench"].size() + report["starts"].size() + 1;
+  EXPECT_GE(SqlInt("SELECT checkpoints_req FROM pg_stat_bgwriter") - checkpoints_before,
+            static_cast<int64_t>(costed_phases));
 
   const std::string scratch = report["settings"]["schema"];
   EXPECT_THAT(scratch, ::testing::StartsWith("cairn_bench_"));

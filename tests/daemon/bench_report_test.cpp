@@ -83,8 +83,8 @@ TEST(BenchReport, FormatsForTheTable) {
   EXPECT_EQ(FormatMillis(1.254), "1.25");
   EXPECT_EQ(FormatMillis(132.4), "132");
   EXPECT_EQ(FormatMiB(17 * 1024 * 1024), "17.0 MiB");
-  EXPECT_EQ(FormatCost({2.35, 1.13, 1529, 0, 0}), "2.35 · 1.13 · 1 529");
-  EXPECT_EQ(FormatCost({0.001, 0.001, 873, 0, 0}), "0.001 · 0.001 · 873");
+  EXPECT_EQ(FormatCost({2.35, 1.13, 1529, 0, 0}), "2.35 · 1.13 · 1 529 · 0.00");
+  EXPECT_EQ(FormatCost({0.001, 0.001, 873, 0.0178, 0}), "0.001 · 0.001 · 873 · 0.018");
   EXPECT_EQ(FormatFleet(1, 8), "1 process × 8 slots");
   EXPECT_EQ(FormatFleet(2, 1), "2 processes × 1 slot");
 
