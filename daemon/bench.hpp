@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -132,11 +131,13 @@ class Bench {
     int64_t steps = 0;
     double seconds = 0;
     double wall_seconds = 0;
+    size_t ceiling = 0;  // its pgbench run, measured right after it (pgbench_runs_)
     bench::UnitCost draining;
     bench::UnitCost with_start;
   };
   struct Pgbench {
     int clients = 0;
+    std::string after;  // the row it was measured right after
     int64_t steps = 0;
     double tps = 0;
     bench::UnitCost cost;
@@ -148,6 +149,7 @@ class Bench {
     int64_t starts = 0;
     double seconds = 0;
     bench::UnitCost cost;
+    size_t ceiling = 0;  // its pgbench run, measured right after it (pgbench_runs_)
   };
   struct Claims {
     std::string backlog;
@@ -210,8 +212,9 @@ class Bench {
   // cli_bench.cpp
   const WorkflowDefinition& Workflow(const char* name) const;
   void Prepare();
-  // A CHECKPOINT before a measured phase, when this role may run one
-  // (sql/bench/bench_checkpoint.sql says why).
+  // Before a measured phase: a VACUUM of the phases before it, then a
+  // CHECKPOINT when this role may run one (sql/bench/bench_vacuum.sql and
+  // bench_checkpoint.sql say why).
   void SettleServer();
 
   // bench_fleet.cpp
@@ -236,7 +239,10 @@ class Bench {
   // temporary folder; on runs filled for it beforehand.
   PgbenchRun RunPgbenchStep(int clients, int64_t per_client,
                             const std::vector<std::string>& options, const std::string& name);
-  const Pgbench& PgbenchAt(int clients);
+  // pgbench's step from `clients` sessions, measured right after the row
+  // `after`, so that both meet the same moment of a shared machine; returns
+  // its index in pgbench_runs_.
+  size_t MeasurePgbench(int clients, const std::string& after);
   StepLatency MeasureStepLatency();
   Starts MeasureSingleStarts(int sessions, bool wake_hints);
   Starts MeasureBulkStarts(store::bench::BulkStartApi api);
@@ -266,7 +272,7 @@ class Bench {
   Progress progress_;
 
   std::vector<Throughput> throughput_;
-  std::map<int, Pgbench> pgbench_runs_;
+  std::vector<Pgbench> pgbench_runs_;
   std::vector<Starts> starts_;
   std::vector<Resume> resumes_;
   StepLatency step_latency_;

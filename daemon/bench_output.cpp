@@ -39,8 +39,8 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
       << "per step or start: transactions committed (read-only ones included) · durable commits "
          "(transactions that wrote) · WAL bytes · full-page images in the WAL\n"
       << (may_checkpoint_
-              ? "each measured phase starts right after a CHECKPOINT, so that no checkpoint of "
-                "the server's falls into it\n\n"
+              ? "each measured phase starts right after a VACUUM of the phases before it and a "
+                "CHECKPOINT, so that neither falls into it\n\n"
               : "no CHECKPOINT before the phases (this role is neither a superuser nor a member "
                 "of pg_checkpoint): a checkpoint the server starts during a phase adds its "
                 "full-page images to that phase's WAL\n\n");
@@ -52,7 +52,7 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
   for (const auto& t : throughput_) {
     const double steps = static_cast<double>(t.steps) / t.seconds;
     const double workflows = static_cast<double>(t.runs) / t.seconds;
-    const auto& ceiling = pgbench_runs_.at(t.workers * t.slots);
+    const auto& ceiling = pgbench_runs_.at(t.ceiling);
     rows.push_back(
         {std::string(kThroughputWorkflow) +
              (t.batch_size > 1 ? " throughput, batch mode" : " throughput"),
@@ -61,13 +61,13 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
          bench::FormatRate(ceiling.tps) + " steps/s", bench::FormatRatio(steps / ceiling.tps),
          bench::FormatCost(t.draining), bench::FormatCost(t.with_start)});
   }
-  for (const auto& [clients, p] : pgbench_runs_) {
-    rows.push_back({"pgbench step (the ceiling)", sessions(clients), "",
+  for (const auto& p : pgbench_runs_) {
+    rows.push_back({"pgbench step (the ceiling)", sessions(p.clients) + ", after " + p.after, "",
                     bench::FormatRate(p.tps) + " steps/s", "", bench::FormatCost(p.cost), ""});
   }
   for (const auto& s : starts_) {
     const double rate = static_cast<double>(s.starts) / s.seconds;
-    const auto& ceiling = pgbench_runs_.at(s.sessions);
+    const auto& ceiling = pgbench_runs_.at(s.ceiling);
     const std::string per_statement = "starts, " + std::to_string(kBulkStarts) + " per statement";
     rows.push_back(
         {s.mode == "single"     ? "starts, one per transaction (start_run)"
@@ -148,8 +148,9 @@ Json Bench::ReportJson(const bench::Machine& machine, double load_before, double
                         {"checkpoint_before_phases", may_checkpoint_},
                         {"schema", config_.database.schema}};
   Json pgbench = Json::array();
-  for (const auto& [clients, p] : pgbench_runs_) {
-    pgbench.push_back({{"sessions", clients},
+  for (const auto& p : pgbench_runs_) {
+    pgbench.push_back({{"sessions", p.clients},
+                       {"after", p.after},
                        {"steps", p.steps},
                        {"steps_per_second", p.tps},
                        {"per_step", CostJson(p.cost)}});
@@ -158,7 +159,7 @@ Json Bench::ReportJson(const bench::Machine& machine, double load_before, double
   Json throughput = Json::array();
   for (const auto& t : throughput_) {
     const double steps = static_cast<double>(t.steps) / t.seconds;
-    const double ceiling = pgbench_runs_.at(t.workers * t.slots).tps;
+    const double ceiling = pgbench_runs_.at(t.ceiling).tps;
     throughput.push_back({{"workflow", kThroughputWorkflow},
                           {"daemons", "cairn run processes"},
                           {"processes", t.workers},
@@ -180,7 +181,7 @@ Json Bench::ReportJson(const bench::Machine& machine, double load_before, double
   Json starts = Json::array();
   for (const auto& s : starts_) {
     const double rate = static_cast<double>(s.starts) / s.seconds;
-    const double ceiling = pgbench_runs_.at(s.sessions).tps;
+    const double ceiling = pgbench_runs_.at(s.ceiling).tps;
     starts.push_back({{"mode", s.mode},
                       {"sessions", s.sessions},
                       {"wake_hints", s.wake_hints},

@@ -123,22 +123,23 @@ Bench::PgbenchRun Bench::RunPgbenchStep(int clients, int64_t per_client,
   return {*summary, Cost(before, admin_->Snapshot(), summary->transactions)};
 }
 
-const Bench::Pgbench& Bench::PgbenchAt(int clients) {
-  if (auto found = pgbench_runs_.find(clients); found != pgbench_runs_.end()) return found->second;
+size_t Bench::MeasurePgbench(int clients, const std::string& after) {
   progress_.Begin("pgbench step, " + std::to_string(clients) +
-                  (clients == 1 ? " session" : " sessions"));
+                  (clients == 1 ? " session" : " sessions") + ", after " + after);
   const int64_t steps_per_run = static_cast<int64_t>(Workflow(kThroughputWorkflow).steps.size());
   const int64_t wanted = std::max<int64_t>(int64_t{settings_.runs} * steps_per_run, clients);
   const int64_t per_client = (wanted + clients - 1) / clients;
-  const PgbenchRun run =
-      RunPgbenchStep(clients, per_client, {}, "pgbench-" + std::to_string(clients) + ".log");
+  const PgbenchRun run = RunPgbenchStep(clients, per_client, {},
+                                        "pgbench-" + std::to_string(pgbench_runs_.size()) + ".log");
   Pgbench result;
   result.clients = clients;
+  result.after = after;
   result.steps = run.summary.transactions;
   result.tps = run.summary.tps;
   result.cost = run.cost;
   progress_.End(bench::FormatRate(result.tps) + " steps/s");
-  return pgbench_runs_.emplace(clients, result).first->second;
+  pgbench_runs_.push_back(std::move(result));
+  return pgbench_runs_.size() - 1;
 }
 
 Bench::StepLatency Bench::MeasureStepLatency() {

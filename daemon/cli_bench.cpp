@@ -186,8 +186,9 @@ void Bench::Prepare() {
 }
 
 void Bench::SettleServer() {
+  progress_.Update("vacuum and checkpoint");
+  admin_->connection().Autocommit([](store::Tx& tx) { store::bench::VacuumPhaseTables(tx); });
   if (!may_checkpoint_) return;
-  progress_.Update("checkpoint");
   admin_->connection().Autocommit([](store::Tx& tx) { store::bench::Checkpoint(tx); });
 }
 
@@ -231,28 +232,35 @@ int Bench::Run(bool json) {
   Prepare();
   may_checkpoint_ = admin_->Read([](store::Tx& tx) { return store::bench::MayCheckpoint(tx); });
 
+  // Each cairn row, then pgbench at the same sessions.
+  const auto throughput_row = [&](int workers, int slots, int batch_size) {
+    throughput_.push_back(MeasureThroughput(workers, slots, batch_size));
+    const size_t ceiling =
+        MeasurePgbench(workers * slots, bench::FormatFleet(workers, slots, batch_size));
+    throughput_.back().ceiling = ceiling;
+  };
   for (int workers : settings_.workers) {
-    for (int slots : settings_.concurrency) {
-      // cairn, then pgbench at the same sessions, so that both meet the
-      // same moment of a shared machine.
-      throughput_.push_back(MeasureThroughput(workers, slots));
-      PgbenchAt(workers * slots);
-    }
+    for (int slots : settings_.concurrency) throughput_row(workers, slots, 1);
   }
   for (int batch_size : settings_.batch_sizes) {
-    for (int slots : settings_.batch_concurrency) {
-      throughput_.push_back(MeasureThroughput(1, slots, batch_size));
-      PgbenchAt(slots);
-    }
+    for (int slots : settings_.batch_concurrency) throughput_row(1, slots, batch_size);
   }
+  // Rows of starts share the pgbench run measured right after them.
+  const auto starts_rows = [&](std::vector<Starts> rows, int sessions, const std::string& what) {
+    const size_t ceiling = MeasurePgbench(sessions, what);
+    for (auto& row : rows) {
+      row.ceiling = ceiling;
+      starts_.push_back(std::move(row));
+    }
+  };
   // With wake hints and without: notifying commits are serialised.
   for (int sessions : settings_.start_sessions) {
-    starts_.push_back(MeasureSingleStarts(sessions, true));
-    starts_.push_back(MeasureSingleStarts(sessions, false));
-    PgbenchAt(sessions);
+    starts_rows({MeasureSingleStarts(sessions, true), MeasureSingleStarts(sessions, false)},
+                sessions, "starts, one per transaction");
   }
-  starts_.push_back(MeasureBulkStarts(store::bench::BulkStartApi::kStartRun));
-  starts_.push_back(MeasureBulkStarts(store::bench::BulkStartApi::kStartRuns));
+  starts_rows({MeasureBulkStarts(store::bench::BulkStartApi::kStartRun),
+               MeasureBulkStarts(store::bench::BulkStartApi::kStartRuns)},
+              1, "starts in bulk");
   step_latency_ = MeasureStepLatency();
   resumes_.push_back(MeasureResume(true));
   resumes_.push_back(MeasureResume(false));

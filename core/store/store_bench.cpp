@@ -81,6 +81,8 @@ void ExecUtility(Tx& tx, const char* name) {
 
 void AnalyzeRuns(Tx& tx) { ExecUtility(tx, "bench_analyze_runs"); }
 
+void VacuumPhaseTables(Tx& tx) { ExecUtility(tx, "bench_vacuum"); }
+
 bool MayCheckpoint(Tx& tx) { return Internal(tx).Exec("bench_may_checkpoint")[0][0].as<bool>(); }
 
 void Checkpoint(Tx& tx) { ExecUtility(tx, "bench_checkpoint"); }

@@ -85,6 +85,9 @@ int64_t FillRuns(Tx& tx, const RunFill& fill);
 // ANALYZE of runs, so that the next statements are planned on its contents.
 void AnalyzeRuns(Tx& tx);
 
+// VACUUM of the tables the phases write (sql/bench/bench_vacuum.sql). Call
+// it outside a transaction (Connection::Autocommit).
+void VacuumPhaseTables(Tx& tx);
 // Whether this session's role may run CHECKPOINT (sql/bench/bench_checkpoint.sql).
 bool MayCheckpoint(Tx& tx);
 // A CHECKPOINT, before a measured phase. Call it outside a transaction

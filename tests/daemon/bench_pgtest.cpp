@@ -107,6 +107,13 @@ TEST_F(BenchCommand, QuickRunReportsEveryFigureAndDropsItsSchema) {
     ExpectCost(p["per_step"], "pgbench " + p["sessions"].dump());
   }
   EXPECT_EQ(pgbench_sessions, (std::set<int>{1, 2, 8, 16}));
+  // pgbench runs right after each row it is the ceiling of, not once per
+  // session count: every throughput row, each pair of one-per-transaction
+  // start rows (wake hints on and off) and the bulk start rows.
+  int64_t single_start_rows = 0;
+  for (const auto& s : report["starts"]) single_start_rows += s["mode"] == "single" ? 1 : 0;
+  EXPECT_EQ(report["pgbench"].size(), report["throughput"].size() + single_start_rows / 2 + 1);
+  for (const auto& p : report["pgbench"]) EXPECT_FALSE(p["after"].get<std::string>().empty());
 
   std::set<std::tuple<int, int, int>> rows;
   for (const auto& t : report["throughput"]) {
