@@ -12,6 +12,8 @@
 #include <iostream>
 #include <set>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "cli.hpp"
 #include "errors.hpp"
@@ -116,11 +118,18 @@ std::string UsageLine(const Subcommand& command) {
 
 void PrintUsage(std::ostream& out) {
   out << "usage: cairn <command> [arguments] [options]\n\ncommands:\n";
+  std::vector<std::pair<std::string, const Subcommand*>> listed;
+  size_t widest = 0;
   for (const auto& command : Subcommands()) {
     if (command.internal) continue;
     std::string synopsis = command.name;
     for (const Argument& argument : command.arguments) synopsis += " " + ArgumentName(argument);
-    out << "  " << std::left << std::setw(20) << synopsis << command.summary << "\n";
+    widest = std::max(widest, synopsis.size());
+    listed.emplace_back(std::move(synopsis), &command);
+  }
+  for (const auto& [synopsis, command] : listed) {
+    out << "  " << std::left << std::setw(static_cast<int>(widest + 2)) << synopsis
+        << command->summary << "\n";
   }
   out << "\nrun 'cairn <command> --help' for a command's options, 'man cairn' for more\n";
 }

@@ -61,6 +61,29 @@ TEST(CliUsage, ListsExactlyTheCommandsTheseTestsCheck) {
   EXPECT_EQ(listed, kCommands);
 }
 
+TEST(CliUsage, EverySummaryStartsInOneColumnAfterItsSynopsis) {
+  // The longest synopsis ("idempotency ACTION KEY") once ran into its summary.
+  const CommandResult usage = Cairn({"--help"});
+  ASSERT_EQ(usage.exit_code, 0);
+  std::set<size_t> summary_columns;
+  std::istringstream lines(usage.out);
+  bool in_commands = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line == "commands:") {
+      in_commands = true;
+      continue;
+    }
+    if (!in_commands || line.rfind("  ", 0) != 0) {
+      if (in_commands) break;
+      continue;
+    }
+    const size_t gap = line.find("  ", 2);
+    ASSERT_NE(gap, std::string::npos) << "no two spaces after the synopsis: " << line;
+    summary_columns.insert(line.find_first_not_of(' ', gap));
+  }
+  EXPECT_EQ(summary_columns.size(), 1U) << usage.out;
+}
+
 TEST(CliVersion, PrintsTheVersionForBothSpellings) {
   const CommandResult flag = Cairn({"--version"});
   const CommandResult command = Cairn({"version"});
