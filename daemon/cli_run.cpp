@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include <atomic>
+#include <future>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -289,12 +290,6 @@ int RunDaemon(const std::vector<std::string>& args) {
   DaemonConfig config = LoadDaemonConfig(vm);
   SetUpLogging(LogSettings{config.log.level, config.log.format});
 
-  PluginsAndWorkflows loaded = LoadPluginsAndWorkflows(config);
-  const DefinitionSet& definitions = loaded.definitions;
-  const std::unique_ptr<PluginCatalog>& plugins = loaded.plugins;
-  if (definitions.empty()) {
-    throw InvalidArgumentError("no workflow definitions found in workflows.paths");
-  }
   // Metrics count the sessions and errors of every connection of the daemon.
   std::unique_ptr<Metrics> metrics;
   std::shared_ptr<store::SessionObserver> session_metrics;
@@ -338,6 +333,19 @@ int RunDaemon(const std::vector<std::string>& args) {
   worker_options.metrics = metrics.get();
   worker_options.health.grace = config.health.grace;
 
+  // The database session the worker starts on is opened while the step
+  // process loads the plugins: both are new processes, and READY=1 waited
+  // for one after the other. A plugin or workflow error still comes first;
+  // it waits for the connection attempt to end.
+  std::future<std::unique_ptr<store::Connection>> start_session = std::async(
+      std::launch::async, [&worker_options] { return Worker::OpenStartSession(worker_options); });
+  PluginsAndWorkflows loaded = LoadPluginsAndWorkflows(config);
+  const DefinitionSet& definitions = loaded.definitions;
+  const std::unique_ptr<PluginCatalog>& plugins = loaded.plugins;
+  if (definitions.empty()) {
+    throw InvalidArgumentError("no workflow definitions found in workflows.paths");
+  }
+
   spdlog::info("cairn {} starting: database {} schema {}, {} plugins, {} workflows", CAIRN_VERSION,
                RedactDatabaseUrl(config.database.url), config.database.schema,
                plugins->List().size(), definitions.size());
@@ -375,7 +383,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   if (config.schedules_declared) schedules.Sync(config.schedules);
   // Queue limits hold before this daemon claims anything.
   SyncDeclaredQueueLimits(config, daemon_connection());
-  worker.Start();
+  worker.Start(start_session.get());
   bool clean = true;  // false: steps still ran when the grace period ended
   stops.Push("worker", [&] { clean = worker.Stop(); });
   schedules.Start();

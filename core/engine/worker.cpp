@@ -79,9 +79,10 @@ Worker::~Worker() {
   if (started_) Stop();
 }
 
-store::ConnectionOptions Worker::EngineSession(const std::string& role) const {
-  store::ConnectionOptions connection = options_.connection;
-  connection.application_name = "cairn " + role + " " + options_.worker_id;
+store::ConnectionOptions Worker::EngineSession(const WorkerOptions& options,
+                                               const std::string& role) {
+  store::ConnectionOptions connection = options.connection;
+  connection.application_name = "cairn " + role + " " + options.worker_id;
   connection.generic_plans = true;
   return connection;
 }
@@ -119,15 +120,13 @@ void Worker::CheckServer(store::Connection& connection) const {
   }
 }
 
-void Worker::Start() {
-  // The pooler check's connections and the start's own are opened at once:
-  // each is a new server process, tens of milliseconds on some hosts.
-  auto pooling =
-      std::async(std::launch::async, [this] { store::CheckSessionPooling(options_.connection); });
+std::unique_ptr<store::Connection> Worker::OpenStartSession(const WorkerOptions& options) {
+  auto pooling = std::async(std::launch::async,
+                            [&options] { store::CheckSessionPooling(options.connection); });
   std::unique_ptr<store::Connection> connection;
   std::exception_ptr connect_error;
   try {
-    connection = Connect("start");
+    connection = std::make_unique<store::Connection>(EngineSession(options, "start"));
   } catch (...) {
     connect_error = std::current_exception();
   }
@@ -136,6 +135,10 @@ void Worker::Start() {
   // does not name the pooler's mode.
   pooling.get();
   if (connect_error) std::rethrow_exception(connect_error);
+  return connection;
+}
+
+void Worker::Start(std::unique_ptr<store::Connection> connection) {
   CheckServer(*connection);
   connection->Transact([&](store::Tx& tx) {
     for (const auto* d : definitions_->All()) {

@@ -91,9 +91,20 @@ class Worker {
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  // Registers the worker and its definitions, then starts every thread.
-  // Throws when the database cannot be reached.
-  void Start();
+  // The session Start registers the worker on: the pooler check
+  // (store::CheckSessionPooling) and a connection, opened at once. Apart
+  // from Start so that the daemon can open it while its step process loads
+  // the plugins: each is a new process, tens of milliseconds on some hosts.
+  // Throws when the database cannot be reached or a pooler is in the way.
+  static std::unique_ptr<store::Connection> OpenStartSession(const WorkerOptions& options);
+
+  // Checks the server (CheckServer), registers the worker and its
+  // definitions on `session` (OpenStartSession's, for these options), then
+  // starts every thread.
+  void Start(std::unique_ptr<store::Connection> session);
+  // Start on a session opened now. Throws when the database cannot be
+  // reached.
+  void Start() { Start(OpenStartSession(options_)); }
 
   // Graceful stop: stop claiming, let steps in flight finish and hand their
   // runs back, up to the grace period. Returns false when some step was still
@@ -166,7 +177,11 @@ class Worker {
   void Wake();
   // The options of the sessions that run the engine's own statements (the
   // poller, the slots, start, reload and stop), named "cairn ROLE WORKER".
-  store::ConnectionOptions EngineSession(const std::string& role) const;
+  static store::ConnectionOptions EngineSession(const WorkerOptions& options,
+                                                const std::string& role);
+  store::ConnectionOptions EngineSession(const std::string& role) const {
+    return EngineSession(options_, role);
+  }
   std::unique_ptr<store::Connection> Connect(const std::string& role);
 
   WorkerOptions options_;

@@ -118,6 +118,24 @@ TEST_F(DaemonErrors, MissingPluginDirectoryIsAStartupError) {
                      {"no such file or directory", parent.path().string() + "/no-such-dir"});
 }
 
+TEST_F(DaemonErrors, APluginErrorComesFirstWhenTheDatabaseCannotBeReachedEither) {
+  // The daemon connects while its step process loads the plugins; the
+  // plugin's error is still the one it reports.
+  TempDir parent("cairn-missing");
+  DaemonOptions options =
+      BuiltDaemonOptions("postgresql://postgres@127.0.0.1:1/postgres", schema(), "e2e.yaml", 2);
+  options.plugin_directories = {parent.path().string() + "/no-such-dir"};
+  DaemonProcess daemon(std::move(options));
+  daemon.Start();
+  const auto status = daemon.WaitExit(20s);
+  ASSERT_TRUE(status.has_value()) << "the daemon did not exit:\n" << daemon.Log();
+  EXPECT_NE(*status, 0) << daemon.Log();
+  EXPECT_NE(daemon.Log().find(parent.path().string() + "/no-such-dir"), std::string::npos)
+      << daemon.Log();
+  EXPECT_EQ(daemon.Log().find("127.0.0.1"), std::string::npos) << daemon.Log();
+  ExpectNothingChanged();
+}
+
 TEST_F(DaemonErrors, WorldWritablePluginDirectoryIsRefused) {
   TempDir plugins("cairn-writable");
   const std::string target = plugins.path().string() + "/noop.so";
