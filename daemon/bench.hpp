@@ -109,6 +109,11 @@ class Admin {
 
 bench::UnitCost Cost(const Admin::Reading& before, const Admin::Reading& after, int64_t units);
 
+// A row of starts: its mode in the JSON ("single", or one per
+// BulkStartApi), and the table's name for that mode.
+std::string BulkStartsMode(store::bench::BulkStartApi api);
+std::string StartsFigure(const std::string& mode);
+
 // One run of `cairn bench`: Run() measures every phase in turn, in the
 // scratch schema it creates, and prints the report. Used from one thread,
 // but for the sessions of the concurrent starts (MeasureSingleStarts).
@@ -143,13 +148,18 @@ class Bench {
     bench::UnitCost cost;
   };
   struct Starts {
-    std::string mode;  // "single" | "bulk" (start_run per row) | "bulk_set" (start_runs)
+    // "single" | "bulk" (start_run per row) | "bulk_set" (start_runs) |
+    // "bulk_insert" (a plain INSERT of the same rows: the bulk rows' ceiling)
+    std::string mode;
     int sessions = 1;
     bool wake_hints = true;  // cairn.wake_hints of the starting sessions
     int64_t starts = 0;
     double seconds = 0;
     bench::UnitCost cost;
     size_t ceiling = 0;  // its pgbench run, measured right after it (pgbench_runs_)
+    // Bulk starts through the SQL API: the plain INSERT's rows a second,
+    // measured right after them. 0 for the other rows.
+    double insert_rate = 0;
   };
   struct Claims {
     std::string backlog;

@@ -239,10 +239,29 @@ Bench::Starts Bench::MeasureSingleStarts(int sessions, bool wake_hints) {
   return result;
 }
 
+std::string BulkStartsMode(store::bench::BulkStartApi api) {
+  switch (api) {
+    case store::bench::BulkStartApi::kStartRun:
+      return "bulk";
+    case store::bench::BulkStartApi::kStartRuns:
+      return "bulk_set";
+    case store::bench::BulkStartApi::kBareInsert:
+      return "bulk_insert";
+  }
+  return "bulk";
+}
+
+std::string StartsFigure(const std::string& mode) {
+  if (mode == "single") return "starts, one per transaction (start_run)";
+  const std::string per_statement = "starts, " + std::to_string(kBulkStarts) + " per statement";
+  if (mode == "bulk_set") return per_statement + " (start_runs)";
+  if (mode == "bulk_insert") return per_statement + " (plain INSERT, their ceiling)";
+  return per_statement + " (start_run)";
+}
+
 Bench::Starts Bench::MeasureBulkStarts(store::bench::BulkStartApi api) {
-  const bool set_based = api == store::bench::BulkStartApi::kStartRuns;
-  progress_.Begin("starts, " + std::to_string(kBulkStarts) + " per statement (" +
-                  (set_based ? "start_runs" : "start_run") + ")");
+  const std::string mode = BulkStartsMode(api);
+  progress_.Begin(StartsFigure(mode));
   const Json tag = {{"cairn_bench", "starts"}};
   SettleServer();
   const auto before = admin_->Snapshot();
@@ -257,8 +276,7 @@ Bench::Starts Bench::MeasureBulkStarts(store::bench::BulkStartApi api) {
   }
   const double seconds = Seconds(Clock::now() - started);
   const auto after = admin_->Snapshot();
-  Starts result{set_based ? "bulk_set" : "bulk", 1, true, count, seconds,
-                Cost(before, after, count)};
+  Starts result{mode, 1, true, count, seconds, Cost(before, after, count)};
   progress_.End(bench::FormatRate(static_cast<double>(count) / seconds) + " starts/s");
   return result;
 }

@@ -54,6 +54,11 @@ void TurnOffWakeHints(Tx& tx) { Internal(tx).Exec("bench_wake_hints_off"); }
 
 int64_t StartRunsInBulk(Tx& tx, BulkStartApi api, const std::string& workflow, const Json& input,
                         const std::string& queue, int count) {
+  if (api == BulkStartApi::kBareInsert) {
+    return Internal(tx)
+        .Exec("bench_insert_runs", workflow, input.dump(), queue, count)
+        .affected_rows();
+  }
   const char* query = api == BulkStartApi::kStartRuns ? "bench_start_runs_set" : "bench_start_runs";
   return Internal(tx).Exec(query, workflow, input.dump(), queue, count)[0][0].as<int64_t>();
 }

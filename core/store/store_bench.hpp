@@ -57,8 +57,10 @@ bool SchemaExists(Tx& tx, const std::string& schema);
 int64_t ClientSessions(Tx& tx);
 
 // The SQL API a bulk start goes through: start_run once per run
-// (bench_start_runs), or start_runs once for them all (bench_start_runs_set).
-enum class BulkStartApi { kStartRun, kStartRuns };
+// (bench_start_runs), or start_runs once for them all (bench_start_runs_set);
+// or none, the ceiling both are measured against: one plain INSERT of the
+// same rows (bench_insert_runs).
+enum class BulkStartApi { kStartRun, kStartRuns, kBareInsert };
 
 // `count` runs of `workflow` through `api` in one statement of this
 // transaction, with `input` (which tags them to their phase) in `queue`.

@@ -154,8 +154,16 @@ TEST_F(BenchCommand, QuickRunReportsEveryFigureAndDropsItsSchema) {
     EXPECT_GT(s["starts_per_second"].get<double>(), 0);
     EXPECT_GT(s["ratio_to_pgbench"].get<double>(), 0);
     ExpectCost(s["per_start"], "starts " + s["mode"].get<std::string>());
+    // Bulk starts through the SQL API, against a plain INSERT of as many
+    // runs measured right after them.
+    const bool through_the_api = s["mode"] == "bulk" || s["mode"] == "bulk_set";
+    EXPECT_EQ(s.contains("ratio_to_insert"), through_the_api) << s.dump();
+    if (through_the_api) {
+      EXPECT_GT(s["insert_runs_per_second"].get<double>(), 0);
+      EXPECT_GT(s["ratio_to_insert"].get<double>(), 0);
+    }
   }
-  EXPECT_EQ(start_modes, (std::set<std::string>{"single", "bulk", "bulk_set"}));
+  EXPECT_EQ(start_modes, (std::set<std::string>{"single", "bulk", "bulk_set", "bulk_insert"}));
   EXPECT_EQ(single_starts,
             (std::set<std::pair<int, bool>>{{1, true}, {1, false}, {8, true}, {8, false}}));
 
