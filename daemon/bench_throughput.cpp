@@ -277,7 +277,8 @@ Bench::Starts Bench::MeasureBulkStarts(store::bench::BulkStartApi api) {
   const double seconds = Seconds(Clock::now() - started);
   const auto after = admin_->Snapshot();
   Starts result{mode, 1, true, count, seconds, Cost(before, after, count)};
-  progress_.End(bench::FormatRate(static_cast<double>(count) / seconds) + " starts/s");
+  progress_.End(bench::FormatRate(static_cast<double>(count) / seconds) +
+                (api == store::bench::BulkStartApi::kBareInsert ? " runs/s" : " starts/s"));
   return result;
 }
 
