@@ -169,6 +169,7 @@ void Worker::StartSlots() {
   if (static_cast<int>(slots_.size()) < concurrency_) {
     slots_.resize(concurrency_);
     slot_running_.resize(concurrency_, false);
+    idle_sessions_.resize(concurrency_, nullptr);
   }
   for (int slot = 0; slot < concurrency_; ++slot) {
     if (slot_running_[slot]) continue;
@@ -200,6 +201,7 @@ void Worker::Reload(WorkerServing serving) {
     definitions_ = std::move(definitions);
     served_hashes_ = std::move(hashes);
     wake_ = true;
+    wake_slot_ = -1;  // the poller's, with the new definitions
   }
   if (options_.metrics) {
     const auto [busy, slots] = Busy();
@@ -245,8 +247,52 @@ void Worker::StartMaintenance() {
 
 void Worker::Wake() {
   std::lock_guard lock(mutex_);
+  if (queue_.empty()) {
+    WakeAnIdleSlot();
+    return;
+  }
   wake_ = true;
   poller_cv_.notify_all();
+}
+
+void Worker::WakeAnIdleSlot() {
+  wake_slot_ = FirstIdleSessionServing();
+  if (wake_slot_ >= 0) {
+    slots_cv_.notify_all();
+    return;
+  }
+  wake_ = true;
+  poller_cv_.notify_all();
+}
+
+void Worker::WakePoller() {
+  std::lock_guard lock(mutex_);
+  wake_ = true;
+  poller_cv_.notify_all();
+}
+
+void Worker::WakePollerOnBacklog() {
+  std::lock_guard lock(mutex_);
+  if (!backlog_) return;
+  wake_ = true;
+  poller_cv_.notify_all();
+}
+
+bool Worker::IdleSessionServes(int slot) const {
+  return slot < concurrency_ && batch_size_ == 1 && idle_sessions_[slot] != nullptr &&
+         idle_sessions_[slot] == definitions_.get();
+}
+
+int Worker::FirstIdleSessionServing() const {
+  for (int slot = 0; slot < static_cast<int>(idle_sessions_.size()); ++slot) {
+    if (IdleSessionServes(slot)) return slot;
+  }
+  return -1;
+}
+
+void Worker::PassOnSlotWake() {
+  if (wake_slot_ < 0 || IdleSessionServes(wake_slot_)) return;
+  WakeAnIdleSlot();
 }
 
 void Worker::PollLoop() {
@@ -326,34 +372,83 @@ void Worker::SlotLoop(int slot) {
     return NextClaimForSlot(slot, executor_definitions);
   };
   const auto surplus = [&] { return slot >= concurrency_; };  // concurrency went down
-  auto has_work = [&] { return stop_claiming_.load() || surplus() || !queue_.empty(); };
+  const auto may_take_wake = [&] {
+    return wake_slot_ == slot && !stop_claiming_.load() && IdleSessionServes(slot);
+  };
+  auto has_work = [&] {
+    return stop_claiming_.load() || surplus() || !queue_.empty() || may_take_wake();
+  };
+  const auto end_busy = [&] {
+    {
+      std::lock_guard lock(mutex_);
+      --busy_;
+      if (options_.metrics) options_.metrics->SetSlots(busy_, std::max(0, concurrency_ - busy_));
+    }
+    poller_cv_.notify_all();
+    idle_cv_.notify_all();
+  };
   // A run this slot claimed itself on finishing the one before.
   std::optional<Claimed> next;
   while (true) {
     Claimed claimed;
+    // This turn's run was claimed on a wake-up: the poller has not looked
+    // for more.
+    bool claimed_on_wake = false;
     pulse.Rest();  // an idle slot is not late
     if (next) {
       claimed = std::move(*next);
       next.reset();
     } else {
-      std::unique_lock lock(mutex_);
-      while (!slots_cv_.wait_for(lock, options_.idle_timeout, has_work)) {
-        // Idle: give the connection back to the server until there is work.
-        if (executor) {
-          lock.unlock();
-          executor.reset();
-          lock.lock();
+      std::optional<store::ClaimRequest> wake_request;
+      {
+        std::unique_lock lock(mutex_);
+        idle_sessions_[slot] =
+            executor && executor->Healthy() ? executor_definitions.get() : nullptr;
+        while (!slots_cv_.wait_for(lock, options_.idle_timeout, has_work)) {
+          // Idle: give the connection back to the server until there is work.
+          if (executor) {
+            idle_sessions_[slot] = nullptr;
+            PassOnSlotWake();
+            lock.unlock();
+            executor.reset();
+            lock.lock();
+          }
         }
+        if (queue_.empty() && !surplus() && may_take_wake()) {
+          wake_request = SlotClaimRequest(slot, executor_definitions);
+        }
+        idle_sessions_[slot] = nullptr;
+        if (wake_request) {
+          wake_slot_ = -1;
+        } else {
+          PassOnSlotWake();
+          // Stopping with nothing left to do, or a slot no longer wanted.
+          if (queue_.empty() || (surplus() && !stop_claiming_.load())) {
+            slot_running_[slot] = false;
+            return;
+          }
+          claimed = std::move(queue_.front());
+          queue_.pop_front();
+        }
+        ++busy_;
+        if (options_.metrics) options_.metrics->SetSlots(busy_, std::max(0, concurrency_ - busy_));
       }
-      // Stopping with nothing left to do, or a slot no longer wanted.
-      if (queue_.empty() || (surplus() && !stop_claiming_.load())) {
-        slot_running_[slot] = false;
-        return;
+      if (wake_request) {
+        pulse.Beat(options_.lease);  // a claim that hangs makes the slot late
+        std::optional<Claimed> woken;
+        try {
+          woken = ClaimOnSession(*executor, *wake_request, executor_definitions);
+        } catch (const std::exception& e) {
+          spdlog::warn("slot {}: claiming on a wake-up: {}", slot, e.what());
+          WakePoller();
+        }
+        if (!woken) {
+          end_busy();
+          continue;
+        }
+        claimed = std::move(*woken);
+        claimed_on_wake = true;
       }
-      claimed = std::move(queue_.front());
-      queue_.pop_front();
-      ++busy_;
-      if (options_.metrics) options_.metrics->SetSlots(busy_, std::max(0, concurrency_ - busy_));
     }
     pulse.Beat(options_.lease);
     std::vector<ExecutionEnd> ends(std::max<size_t>(claimed.claims.size(), 1), ExecutionEnd::kLost);
@@ -400,14 +495,12 @@ void Worker::SlotLoop(int slot) {
         next = ClaimForSlot(slot, *executor, executor_definitions);
       }
     }
+    // A wake-up may have made many runs due (start_runs notifies once):
+    // unless the claim after this run found none, the poller claims them for
+    // the other slots.
+    if (claimed_on_wake) WakePollerOnBacklog();
     if (next) continue;  // still busy
-    {
-      std::lock_guard lock(mutex_);
-      --busy_;
-      if (options_.metrics) options_.metrics->SetSlots(busy_, std::max(0, concurrency_ - busy_));
-    }
-    poller_cv_.notify_all();
-    idle_cv_.notify_all();
+    end_busy();
   }
 }
 
@@ -454,30 +547,46 @@ std::optional<Worker::Claimed> Worker::ClaimForSlot(
   const std::optional<store::ClaimRequest> request = NextClaimForSlot(slot, definitions);
   if (!request) return std::nullopt;
   try {
+    return ClaimOnSession(executor, *request, definitions);
+  } catch (const std::exception& e) {
+    // The poller claims for the slot instead; the executor's next run finds
+    // out whether its session is still good.
+    spdlog::warn("slot {}: claiming its next run: {}", slot, e.what());
+    return std::nullopt;
+  }
+}
+
+std::optional<Worker::Claimed> Worker::ClaimOnSession(
+    Executor& executor, const store::ClaimRequest& request,
+    const std::shared_ptr<const DefinitionSet>& definitions) {
+  try {
     const auto started = std::chrono::steady_clock::now();
     std::optional<store::ClaimedNextRun> claimed = executor.session().Autocommit(
-        [&](store::Tx& tx) { return store::ClaimRunForSlot(tx, *request); });
+        [&](store::Tx& tx) { return store::ClaimRunForSlot(tx, request); });
     if (options_.metrics) {
       options_.metrics->Claimed(std::chrono::steady_clock::now() - started, claimed ? 1 : 0);
     }
     RecordSlotClaim(claimed);
     if (!claimed) return std::nullopt;
     return Claimed{{}, definitions, std::move(claimed)};
-  } catch (const std::exception& e) {
-    // The poller claims for the slot instead; the executor's next run finds
-    // out whether its session is still good. A stack lock the failed
-    // statement took outlives its rollback.
-    spdlog::warn("slot {}: claiming its next run: {}", slot, e.what());
+  } catch (...) {
+    // A stack lock the failed statement took outlives its rollback.
     executor.ReleaseUncountedStackLocks();
-    return std::nullopt;
+    throw;
   }
 }
 
 std::optional<store::ClaimRequest> Worker::NextClaimForSlot(
     int slot, const std::shared_ptr<const DefinitionSet>& definitions) {
   std::lock_guard lock(mutex_);
-  if (!backlog_ || !queue_.empty() || stop_claiming_.load() || slot >= concurrency_ ||
-      batch_size_ > 1 || definitions != definitions_) {
+  if (!backlog_) return std::nullopt;
+  return SlotClaimRequest(slot, definitions);
+}
+
+std::optional<store::ClaimRequest> Worker::SlotClaimRequest(
+    int slot, const std::shared_ptr<const DefinitionSet>& definitions) const {
+  if (!queue_.empty() || stop_claiming_.load() || slot >= concurrency_ || batch_size_ > 1 ||
+      definitions != definitions_) {
     return std::nullopt;
   }
   return store::ClaimRequest{queues_, served_hashes_, options_.worker_id, options_.lease};

@@ -154,6 +154,11 @@ class Worker {
   // NextClaimForSlot says nothing.
   std::optional<Claimed> ClaimForSlot(int slot, Executor& executor,
                                       const std::shared_ptr<const DefinitionSet>& definitions);
+  // One run claimed on the executor's session (store::ClaimRunForSlot),
+  // recorded; nullopt when none was due. Throws on a failed claim, after
+  // letting go of a stack lock it may have left behind.
+  std::optional<Claimed> ClaimOnSession(Executor& executor, const store::ClaimRequest& request,
+                                        const std::shared_ptr<const DefinitionSet>& definitions);
   // What a slot's parking checkpoint claims besides, under a backlog
   // (Executor's next_claim): a claim that costs no transaction of its own,
   // so any busy slot makes it. Nothing when the poller has claimed runs
@@ -161,6 +166,11 @@ class Worker {
   // is stopping, has fewer slots or other definitions now, or runs batches.
   std::optional<store::ClaimRequest> NextClaimForSlot(
       int slot, const std::shared_ptr<const DefinitionSet>& definitions);
+  // What an idle slot asks for on a wake-up: NextClaimForSlot's request,
+  // backlog or not; never nullopt for a slot IdleSessionServes. Called with
+  // mutex_ held.
+  std::optional<store::ClaimRequest> SlotClaimRequest(
+      int slot, const std::shared_ptr<const DefinitionSet>& definitions) const;
   // Records a claim's runs (`claimed`, of which those that could be read
   // are of `queues`) in the metrics and stats; whether it got all it wanted
   // is what tells the slots that a backlog is waiting.
@@ -171,10 +181,31 @@ class Worker {
   void StartSlots();  // threads for the slots below concurrency_ that have none
   void ListenLoop();
   void StartMaintenance();
+  // A wake-up (a notification, or the listener's reconnect). It goes to the
+  // lowest-numbered idle slot that keeps a session for the definitions
+  // served now, which claims one run on it with the run's stack lock and
+  // read in the same statement: the notified run starts without the
+  // poller's thread and claim, and without a statement to lock and read it.
+  // Always the lowest, so that wake-ups keep finding the same sessions,
+  // whose statements are planned already, and the others may go idle. With
+  // no such slot, or in batch mode, the poller claims.
+  void Wake();
+  void WakePoller();
+  void WakePollerOnBacklog();  // when the last claim got all it asked for
+  // With mutex_ held: whether `slot` waits idle with a session it may claim
+  // on for the definitions served now, outside batch mode; the lowest such
+  // slot, or -1.
+  bool IdleSessionServes(int slot) const;
+  int FirstIdleSessionServing() const;
+  // With mutex_ held: a wake-up for the lowest idle slot that
+  // IdleSessionServes, or for the poller when there is none.
+  void WakeAnIdleSlot();
+  // With mutex_ held, once a slot stops waiting idle with its session: a
+  // wake-up sent to it goes to another such slot, or to the poller.
+  void PassOnSlotWake();
   // Refuses a server that cannot hold the daemon's connections; warns about
   // a superuser role and a server short of free connections.
   void CheckServer(store::Connection& connection) const;
-  void Wake();
   // The options of the sessions that run the engine's own statements (the
   // poller, the slots, start, reload and stop), named "cairn ROLE WORKER".
   static store::ConnectionOptions EngineSession(const WorkerOptions& options,
@@ -198,7 +229,8 @@ class Worker {
   std::condition_variable idle_cv_;    // a slot finished a run, stop
   std::deque<Claimed> queue_;
   int busy_ = 0;
-  bool wake_ = false;
+  bool wake_ = false;   // for the poller
+  int wake_slot_ = -1;  // the idle slot a wake-up went to (Wake)
   // The last claim, the poller's or a slot's, got every run it asked for.
   bool backlog_ = false;
   // What the worker serves (Reload changes it), guarded by mutex_.
@@ -209,6 +241,9 @@ class Worker {
   std::shared_ptr<const DefinitionSet> definitions_;
   std::vector<std::string> served_hashes_;
   std::vector<bool> slot_running_;  // by slot number
+  // By slot number: while the slot waits idle with an open session, the
+  // definitions its executor serves; else null.
+  std::vector<const DefinitionSet*> idle_sessions_;
 
   mutable std::mutex stats_mutex_;
   WorkerStats stats_;

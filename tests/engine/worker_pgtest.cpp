@@ -282,6 +282,32 @@ class WorkerTest : public StoreTest {
     });
   }
 
+  // `count` runs of workflow two, sleeping `sleep_ms` in each step, started
+  // in one transaction: one notification.
+  std::vector<std::string> StartTogether(int count, int sleep_ms) {
+    return conn().Transact([&](store::Tx& tx) {
+      std::vector<std::string> started;
+      for (int i = 0; i < count; ++i) {
+        store::StartRequest request;
+        request.workflow = "two";
+        request.input = {{"sleep_ms", sleep_ms}};
+        started.push_back(store::StartRun(tx, request).id);
+      }
+      return started;
+    });
+  }
+
+  // Records in table claims the session (application_name) of each claim
+  // of a run.
+  void RecordClaimSessions() {
+    Sql("CREATE TABLE {s}.claims (run_id uuid, session text)");
+    Sql("CREATE FUNCTION {s}.see() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "INSERT INTO {s}.claims VALUES (NEW.id, current_setting('application_name')); "
+        "RETURN NEW; END $$");
+    Sql("CREATE TRIGGER see AFTER UPDATE OF status ON {s}.runs FOR EACH ROW WHEN "
+        "(OLD.status = 'ready' AND NEW.status = 'running') EXECUTE FUNCTION {s}.see()");
+  }
+
   DefinitionSet definitions_;
 
  private:
@@ -816,6 +842,106 @@ TEST_F(WorkerTest, ASlotWhoseConnectionDiedWhileIdleRunsTheNextRunAtOnce) {
   const std::string next = StartRun("one");
   EXPECT_TRUE(EventuallyStatus(next, "completed", 5s)) << Describe(next);
   EXPECT_TRUE(EventsOf(next, "lease_expired").empty()) << Describe(next);
+}
+
+// ---------------------------------------------------------------- wake-ups
+// In these tests the poller would not claim again for an hour: what runs,
+// runs because a notification woke a slot or the poller.
+
+// A run made due while a slot waits with its session open is claimed by
+// that slot on that session (its stack lock taken and its row read in the
+// same statement), not by the poller, which would hand it over.
+TEST_F(WorkerTest, AWakeUpGoesToAnIdleSlotWithItsSessionOpen) {
+  RegisterDefinitions();
+  WorkerOptions options = Options();
+  options.poll_interval = 1h;
+  const Worker& worker = StartWorker(options);
+  // No slot has a session yet: the poller claims the first run.
+  const std::string first = StartRun("one");
+  ASSERT_TRUE(EventuallyStatus(first, "completed")) << Describe(first);
+  ASSERT_EQ(worker.Stats().claimed_by_slots, 0);
+
+  const std::string second = StartRun("one");
+  ASSERT_TRUE(EventuallyStatus(second, "completed")) << Describe(second);
+  EXPECT_EQ(worker.Stats().claimed, 2);
+  EXPECT_EQ(worker.Stats().claimed_by_slots, 1);
+  EXPECT_EQ(worker.Stats().lost, 0);
+}
+
+// One notification may stand for many runs: a transaction's starts on one
+// queue notify once. The slot that takes it, finding more due after its
+// run, wakes the poller, which claims the rest for the other slots. A
+// trigger records the session of each claim.
+TEST_F(WorkerTest, AWakeUpForManyRunsBringsInThePollerForTheOtherSlots) {
+  RegisterDefinitions();
+  RecordClaimSessions();
+  WorkerOptions options = Options();
+  options.poll_interval = 1h;
+  options.concurrency = 3;
+  options.claim_batch = 3;
+  const Worker& worker = StartWorker(options);
+  const std::string first = StartRun("one");
+  ASSERT_TRUE(EventuallyStatus(first, "completed")) << Describe(first);
+  Sql("DELETE FROM {s}.claims");
+
+  const std::vector<std::string> ids = StartTogether(6, 100);
+  for (const auto& id : ids) ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
+  const std::string poller = "'cairn poller " + worker.id() + "'";
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.claims"), 6);
+  EXPECT_GE(SqlInt("SELECT count(*) FROM {s}.claims WHERE session = " + poller), 1);
+  EXPECT_GE(SqlInt("SELECT count(*) FROM {s}.claims WHERE session LIKE 'cairn slot %'"), 1);
+  EXPECT_EQ(worker.Stats().lost, 0);
+}
+
+// Wake-ups go to the lowest-numbered idle slot, whose session has planned
+// the claim already, and not to whichever slot wakes first: the others may
+// give their sessions back when idle.
+TEST_F(WorkerTest, WakeUpsGoToTheLowestIdleSlot) {
+  RegisterDefinitions();
+  RecordClaimSessions();
+  WorkerOptions options = Options();
+  options.poll_interval = 1h;
+  options.concurrency = 4;
+  options.claim_batch = 4;
+  const Worker& worker = StartWorker(options);
+  // Every slot runs one of these, and keeps its session open afterwards.
+  const std::vector<std::string> ids = StartTogether(4, 300);
+  for (const auto& id : ids) ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
+  ASSERT_EQ(SqlInt("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'cairn slot "
+                   "_ " +
+                   worker.id() + "'"),
+            4);
+  Sql("DELETE FROM {s}.claims");
+
+  for (int i = 0; i < 6; ++i) {
+    const std::string id = StartRun("one");
+    ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
+  }
+  EXPECT_EQ(
+      SqlInt("SELECT count(*) FROM {s}.claims WHERE session = 'cairn slot 0 " + worker.id() + "'"),
+      6);
+  EXPECT_EQ(worker.Stats().lost, 0);
+}
+
+// A slot whose session died while it waited finds out when it claims on a
+// wake-up; the wake-up then goes to the poller, and the run starts at once.
+TEST_F(WorkerTest, AWakeUpThatASlotCannotClaimOnGoesToThePoller) {
+  WorkerOptions options = Options();
+  options.poll_interval = 1h;
+  options.concurrency = 1;
+  options.claim_batch = 1;
+  options.lease = 30s;  // a lost claim would sit out its lease
+  const Worker& worker = StartWorker(options);
+  const std::string first = StartRun("one");
+  ASSERT_TRUE(EventuallyStatus(first, "completed")) << Describe(first);
+  ASSERT_EQ(SqlInt("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                   "application_name = 'cairn slot 0 " +
+                   worker.id() + "'"),
+            1);
+  const std::string next = StartRun("one");
+  EXPECT_TRUE(EventuallyStatus(next, "completed", 5s)) << Describe(next);
+  EXPECT_TRUE(EventsOf(next, "lease_expired").empty()) << Describe(next);
+  EXPECT_EQ(worker.Stats().claimed_by_slots, 0);
 }
 
 TEST_F(WorkerTest, RetentionDeletesOldFinishedRunsAndKeepsTheRest) {
