@@ -28,7 +28,10 @@ std::optional<PgbenchSummary> ParsePgbenchSummary(std::string_view output);
 // The latencies in milliseconds of pgbench's per-transaction log (--log):
 // each line's elapsed time less its schedule lag (the wait for its turn
 // under --rate, which pgbench counts in the time). Lines that are not
-// transactions are skipped.
+// transactions are skipped, and so are those whose time is all schedule
+// lag: pgbench reads its clock once per wake-up, and logs no time for the
+// statements of a transaction whose result was there when it woke to
+// start it.
 std::vector<double> ParsePgbenchLatencies(std::string_view log);
 
 // The server's cumulative counters at one instant (see store_bench.hpp).

@@ -61,6 +61,18 @@ TEST(BenchReport, ReadsPgbenchLatenciesLessTheirScheduleLag) {
   EXPECT_TRUE(ParsePgbenchLatencies("").empty());
 }
 
+// pgbench reads its clock once per wake-up: when a transaction's result was
+// already there as it woke to start it (pgbench itself waited for the CPU),
+// it logs the schedule lag as the whole time. Such a line has no latency to
+// give and is skipped, not read as 0 ms.
+TEST(BenchReport, SkipsPgbenchLinesWhoseTimeIsAllScheduleLag) {
+  const std::string log =
+      "0 1 1250 0 1764672000 100 50\n"
+      "0 2 140 0 1764672000 10100 140\n"
+      "0 3 900 0 1764672000 20100 100\n";
+  EXPECT_EQ(ParsePgbenchLatencies(log), (std::vector<double>{1.2, 0.8}));
+}
+
 TEST(BenchReport, CostPerUnitTakesTheOwnReadsOff) {
   Counters before{100, 1000, 1 << 20, 3, 40};
   Counters after{100 + 250 + 4, 1000 + 120, (1 << 20) + 100 * 1500, 3 + 10, 40 + 90};
