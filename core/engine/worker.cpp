@@ -389,6 +389,8 @@ void Worker::SlotLoop(int slot) {
   };
   // A run this slot claimed itself on finishing the one before.
   std::optional<Claimed> next;
+  // The executor's session has planned the claim a wake-up makes on it.
+  bool claim_planned = false;
   while (true) {
     Claimed claimed;
     // This turn's run was claimed on a wake-up: the poller has not looked
@@ -399,6 +401,11 @@ void Worker::SlotLoop(int slot) {
       claimed = std::move(*next);
       next.reset();
     } else {
+      if (executor && !claim_planned) {
+        pulse.Beat(options_.lease);
+        claim_planned = PlanSlotClaim(slot, *executor, executor_definitions);
+        pulse.Rest();
+      }
       std::optional<store::ClaimRequest> wake_request;
       {
         std::unique_lock lock(mutex_);
@@ -464,6 +471,7 @@ void Worker::SlotLoop(int slot) {
               std::make_unique<Executor>(EngineSession("slot " + std::to_string(slot)),
                                          *claimed.definitions, steps_, executor_options, leases_);
           executor_definitions = claimed.definitions;
+          claim_planned = false;
         }
         ends =
             claimed.claims.size() == 1
@@ -574,6 +582,23 @@ std::optional<Worker::Claimed> Worker::ClaimOnSession(
     executor.ReleaseUncountedStackLocks();
     throw;
   }
+}
+
+bool Worker::PlanSlotClaim(int slot, Executor& executor,
+                           const std::shared_ptr<const DefinitionSet>& definitions) {
+  std::optional<store::ClaimRequest> request;
+  {
+    std::lock_guard lock(mutex_);
+    request = SlotClaimRequest(slot, definitions);
+  }
+  if (!request || !executor.Healthy()) return false;
+  try {
+    executor.session().Autocommit([&](store::Tx& tx) { store::PlanClaimRunForSlot(tx, *request); });
+  } catch (const std::exception& e) {
+    // The claim on a wake-up finds out whether the session is still good.
+    spdlog::warn("slot {}: planning its claim: {}", slot, e.what());
+  }
+  return true;
 }
 
 std::optional<store::ClaimRequest> Worker::NextClaimForSlot(

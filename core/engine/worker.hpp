@@ -159,6 +159,12 @@ class Worker {
   // letting go of a stack lock it may have left behind.
   std::optional<Claimed> ClaimOnSession(Executor& executor, const store::ClaimRequest& request,
                                         const std::shared_ptr<const DefinitionSet>& definitions);
+  // Once per session, as its slot goes idle: store::PlanClaimRunForSlot, so
+  // that the first wake-up it takes does not wait for the planning. False
+  // when the slot may not claim for itself now (SlotClaimRequest): it tries
+  // again when it next goes idle.
+  bool PlanSlotClaim(int slot, Executor& executor,
+                     const std::shared_ptr<const DefinitionSet>& definitions);
   // What a slot's parking checkpoint claims besides, under a backlog
   // (Executor's next_claim): a claim that costs no transaction of its own,
   // so any busy slot makes it. Nothing when the poller has claimed runs

@@ -81,14 +81,23 @@ std::vector<ClaimedRun> ClaimRuns(Tx& tx, const std::vector<std::string>& queues
   return runs;
 }
 
-std::optional<ClaimedNextRun> ClaimRunForSlot(Tx& tx, const ClaimRequest& claim) {
-  auto& t = Internal(tx);
-  const pqxx::result rows =
-      t.Exec("claim_runs", ArrayLiteral(claim.queues), ArrayLiteral(claim.definition_hashes), 1,
-             claim.worker_id, static_cast<int64_t>(claim.lease.count()), true);
-  if (rows.empty()) return std::nullopt;
-  return TakeClaimedNextRun(t, rows[0]);
+namespace {
+
+pqxx::result ExecSlotClaim(Tx& tx, const ClaimRequest& claim, int limit) {
+  return Internal(tx).Exec("claim_runs", ArrayLiteral(claim.queues),
+                           ArrayLiteral(claim.definition_hashes), limit, claim.worker_id,
+                           static_cast<int64_t>(claim.lease.count()), true);
 }
+
+}  // namespace
+
+std::optional<ClaimedNextRun> ClaimRunForSlot(Tx& tx, const ClaimRequest& claim) {
+  const pqxx::result rows = ExecSlotClaim(tx, claim, 1);
+  if (rows.empty()) return std::nullopt;
+  return TakeClaimedNextRun(Internal(tx), rows[0]);
+}
+
+void PlanClaimRunForSlot(Tx& tx, const ClaimRequest& claim) { ExecSlotClaim(tx, claim, 0); }
 
 std::chrono::milliseconds TakeStepToken(Tx& tx, const std::string& queue) {
   const pqxx::result rows = Internal(tx).Exec("take_step_token", queue);

@@ -923,6 +923,23 @@ TEST_F(WorkerTest, WakeUpsGoToTheLowestIdleSlot) {
   EXPECT_EQ(worker.Stats().lost, 0);
 }
 
+// A slot plans the claim a wake-up makes as it goes idle, off the path of
+// that wake-up: its session's last statement is the claim.
+TEST_F(WorkerTest, AnIdleSlotHasPlannedItsClaimOnItsSession) {
+  WorkerOptions options = Options();
+  options.concurrency = 1;
+  options.claim_batch = 4;  // a claim of one run is not full: no claim follows the run
+  const Worker& worker = StartWorker(options);
+  const std::string id = StartRun("one");
+  ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
+  EXPECT_TRUE(Eventually([&] {
+    return SqlInt("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'cairn slot 0 " +
+                  worker.id() +
+                  "' AND state = 'idle' AND query LIKE '%The poller''s claim, and a slot''s%'") ==
+           1;
+  }));
+}
+
 // A slot whose session died while it waited finds out when it claims on a
 // wake-up; the wake-up then goes to the poller, and the run starts at once.
 TEST_F(WorkerTest, AWakeUpThatASlotCannotClaimOnGoesToThePoller) {
