@@ -209,6 +209,8 @@ class Worker {
   // With mutex_ held, once a slot stops waiting idle with its session: a
   // wake-up sent to it goes to another such slot, or to the poller.
   void PassOnSlotWake();
+  // Backoff for reconnect loops: quick at first, never hammering the server.
+  static std::chrono::milliseconds ReconnectDelay(int failures);
   // Refuses a server that cannot hold the daemon's connections; warns about
   // a superuser role and a server short of free connections.
   void CheckServer(store::Connection& connection) const;

@@ -297,6 +297,18 @@ class WorkerTest : public StoreTest {
     });
   }
 
+  // Definitions registered, claims recorded (RecordClaimSessions), and a
+  // worker of `slots` slots that claims on wake-ups only (it polls hourly).
+  const Worker& StartWorkerOnWakeUps(int slots) {
+    RegisterDefinitions();
+    RecordClaimSessions();
+    WorkerOptions options = Options();
+    options.poll_interval = 1h;
+    options.concurrency = slots;
+    options.claim_batch = slots;
+    return StartWorker(options);
+  }
+
   // Records in table claims the session (application_name) of each claim
   // of a run.
   void RecordClaimSessions() {
@@ -826,8 +838,12 @@ TEST_F(WorkerTest, IdleSlotsGiveTheirConnectionsBack) {
   EXPECT_TRUE(EventuallyStatus(later, "completed")) << Describe(later);
 }
 
+// The idle slot finds out that its session died when it claims on the
+// next run's wake-up; the wake-up then goes to the poller, and the run
+// starts at once (the worker polls hourly: a wake-up must start it).
 TEST_F(WorkerTest, ASlotWhoseConnectionDiedWhileIdleRunsTheNextRunAtOnce) {
   WorkerOptions options = Options();
+  options.poll_interval = 1h;
   options.concurrency = 1;
   options.claim_batch = 1;
   options.lease = 30s;  // a lost claim would sit out its lease
@@ -842,6 +858,7 @@ TEST_F(WorkerTest, ASlotWhoseConnectionDiedWhileIdleRunsTheNextRunAtOnce) {
   const std::string next = StartRun("one");
   EXPECT_TRUE(EventuallyStatus(next, "completed", 5s)) << Describe(next);
   EXPECT_TRUE(EventsOf(next, "lease_expired").empty()) << Describe(next);
+  EXPECT_EQ(worker.Stats().claimed_by_slots, 0);
 }
 
 // ---------------------------------------------------------------- wake-ups
@@ -873,13 +890,7 @@ TEST_F(WorkerTest, AWakeUpGoesToAnIdleSlotWithItsSessionOpen) {
 // run, wakes the poller, which claims the rest for the other slots. A
 // trigger records the session of each claim.
 TEST_F(WorkerTest, AWakeUpForManyRunsBringsInThePollerForTheOtherSlots) {
-  RegisterDefinitions();
-  RecordClaimSessions();
-  WorkerOptions options = Options();
-  options.poll_interval = 1h;
-  options.concurrency = 3;
-  options.claim_batch = 3;
-  const Worker& worker = StartWorker(options);
+  const Worker& worker = StartWorkerOnWakeUps(3);
   const std::string first = StartRun("one");
   ASSERT_TRUE(EventuallyStatus(first, "completed")) << Describe(first);
   Sql("DELETE FROM {s}.claims");
@@ -897,13 +908,7 @@ TEST_F(WorkerTest, AWakeUpForManyRunsBringsInThePollerForTheOtherSlots) {
 // the claim already, and not to whichever slot wakes first: the others may
 // give their sessions back when idle.
 TEST_F(WorkerTest, WakeUpsGoToTheLowestIdleSlot) {
-  RegisterDefinitions();
-  RecordClaimSessions();
-  WorkerOptions options = Options();
-  options.poll_interval = 1h;
-  options.concurrency = 4;
-  options.claim_batch = 4;
-  const Worker& worker = StartWorker(options);
+  const Worker& worker = StartWorkerOnWakeUps(4);
   // Every slot runs one of these, and keeps its session open afterwards.
   const std::vector<std::string> ids = StartTogether(4, 300);
   for (const auto& id : ids) ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
@@ -938,27 +943,6 @@ TEST_F(WorkerTest, AnIdleSlotHasPlannedItsClaimOnItsSession) {
                   "' AND state = 'idle' AND query LIKE '%The poller''s claim, and a slot''s%'") ==
            1;
   }));
-}
-
-// A slot whose session died while it waited finds out when it claims on a
-// wake-up; the wake-up then goes to the poller, and the run starts at once.
-TEST_F(WorkerTest, AWakeUpThatASlotCannotClaimOnGoesToThePoller) {
-  WorkerOptions options = Options();
-  options.poll_interval = 1h;
-  options.concurrency = 1;
-  options.claim_batch = 1;
-  options.lease = 30s;  // a lost claim would sit out its lease
-  const Worker& worker = StartWorker(options);
-  const std::string first = StartRun("one");
-  ASSERT_TRUE(EventuallyStatus(first, "completed")) << Describe(first);
-  ASSERT_EQ(SqlInt("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
-                   "application_name = 'cairn slot 0 " +
-                   worker.id() + "'"),
-            1);
-  const std::string next = StartRun("one");
-  EXPECT_TRUE(EventuallyStatus(next, "completed", 5s)) << Describe(next);
-  EXPECT_TRUE(EventsOf(next, "lease_expired").empty()) << Describe(next);
-  EXPECT_EQ(worker.Stats().claimed_by_slots, 0);
 }
 
 TEST_F(WorkerTest, RetentionDeletesOldFinishedRunsAndKeepsTheRest) {
