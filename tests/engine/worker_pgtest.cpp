@@ -309,6 +309,15 @@ class WorkerTest : public StoreTest {
     return StartWorker(options);
   }
 
+  // Whether a slot's session waits idle after the claim it plans as the
+  // slot goes idle (its last statement).
+  bool SlotHasPlannedItsClaim(const Worker& worker) {
+    return SqlInt(
+               "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'cairn slot _ " +
+               worker.id() +
+               "' AND state = 'idle' AND query LIKE '%The poller''s claim, and a slot''s%'") == 1;
+  }
+
   // Records in table claims the session (application_name) of each claim
   // of a run.
   void RecordClaimSessions() {
@@ -877,6 +886,8 @@ TEST_F(WorkerTest, AWakeUpGoesToAnIdleSlotWithItsSessionOpen) {
   const std::string first = StartRun("one");
   ASSERT_TRUE(EventuallyStatus(first, "completed")) << Describe(first);
   ASSERT_EQ(worker.Stats().claimed_by_slots, 0);
+  // The slot has gone idle: it has planned its claim, which it does first.
+  ASSERT_TRUE(Eventually([&] { return SlotHasPlannedItsClaim(worker); }));
 
   const std::string second = StartRun("one");
   ASSERT_TRUE(EventuallyStatus(second, "completed")) << Describe(second);
@@ -937,12 +948,7 @@ TEST_F(WorkerTest, AnIdleSlotHasPlannedItsClaimOnItsSession) {
   const Worker& worker = StartWorker(options);
   const std::string id = StartRun("one");
   ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
-  EXPECT_TRUE(Eventually([&] {
-    return SqlInt("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'cairn slot 0 " +
-                  worker.id() +
-                  "' AND state = 'idle' AND query LIKE '%The poller''s claim, and a slot''s%'") ==
-           1;
-  }));
+  EXPECT_TRUE(Eventually([&] { return SlotHasPlannedItsClaim(worker); }));
 }
 
 TEST_F(WorkerTest, RetentionDeletesOldFinishedRunsAndKeepsTheRest) {
