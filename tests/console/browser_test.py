@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from urllib.parse import parse_qs, urlparse
 
 from selenium import webdriver
@@ -258,6 +259,8 @@ def main():
                 part(c, setup["runs"])
             except Exception as error:  # one broken part must not hide the others
                 check(False, "%s raised %r" % (part.__name__, error))
+                # Which call raised: a driver's error often has no message.
+                traceback.print_exc(file=sys.stdout)
                 c.shot("error-" + part.__name__)
             print("%s: %.1f s" % (part.__name__, time.time() - started), flush=True)
     finally:
