@@ -52,13 +52,10 @@ std::vector<double> ParsePgbenchLatencies(std::string_view log) {
     int64_t epoch_us = 0;
     if (!(fields >> client >> transaction >> time_us >> script >> epoch >> epoch_us)) continue;
     int64_t lag_us = 0;
-    if (fields >> lag_us) {
-      // Its time is all lag: pgbench did not time the statements (its
-      // clock is read once per wake-up, and the result was already there).
-      if (time_us <= lag_us) continue;
-    } else {
-      lag_us = 0;
-    }
+    // Its time is all lag: pgbench did not time the statements (its clock
+    // is read once per wake-up, and the result was already there). Without
+    // --rate a line has no lag.
+    if ((fields >> lag_us) && time_us <= lag_us) continue;
     latencies.push_back(static_cast<double>(time_us - lag_us) / 1000.0);
   }
   return latencies;
