@@ -202,6 +202,7 @@ void Worker::Reload(WorkerServing serving) {
     wake_ = true;
     wake_slot_ = -1;  // the poller's, with the new definitions
   }
+  hints_wanted_changed_.Raise();
   if (options_.metrics) {
     const auto [busy, slots] = Busy();
     options_.metrics->SetSlots(busy, std::max(0, slots - busy));
@@ -268,6 +269,7 @@ void Worker::PollLoop() {
         hashes = served_hashes_;
         definitions = definitions_;
         wake_ = false;
+        poller_claiming_ = free_slots > 0;
       }
       if (free_slots > 0) {
         const int want = batch_size > 1 ? std::min(free_slots * batch_size, kMaxRunsPerClaim)
@@ -275,15 +277,14 @@ void Worker::PollLoop() {
         auto runs = Claim(*connection, {queues, hashes, options_.worker_id, options_.lease}, want);
         health_.DatabaseReached();
         const auto claimed = static_cast<int64_t>(runs.size());
-        if (claimed > 0) {
-          {
-            std::lock_guard lock(mutex_);
-            for (auto& claims : SplitForSlots(std::move(runs), free_slots)) {
-              queue_.push_back({std::move(claims), definitions});
-            }
+        {
+          std::lock_guard lock(mutex_);
+          for (auto& claims : SplitForSlots(std::move(runs), free_slots)) {
+            queue_.push_back({std::move(claims), definitions});
           }
-          slots_cv_.notify_all();
+          poller_claiming_ = false;
         }
+        if (claimed > 0) slots_cv_.notify_all();
         // A full batch means more may be due right now.
         if (claimed == want) continue;
         auto next_due = connection->Autocommit(
@@ -297,8 +298,13 @@ void Worker::PollLoop() {
       spdlog::warn("poller: {}", e.what());
       health_.DatabaseUnreachable(e.what());
       connection.reset();
+      {
+        std::lock_guard lock(mutex_);
+        poller_claiming_ = false;
+      }
       wait = ReconnectDelay(failures++);
     }
+    hints_wanted_changed_.Raise();
     std::unique_lock lock(mutex_);
     const int free_before = concurrency_ - busy_ - static_cast<int>(queue_.size());
     poller_cv_.wait_for(lock, wait, [&] {
@@ -339,19 +345,58 @@ void Worker::RecordClaim(int claimed, int want, const std::vector<std::string>& 
   if (by_slot) stats_.claimed_by_slots += claimed;
 }
 
+std::optional<std::vector<std::string>> Worker::QueuesWaitingForHints() const {
+  std::lock_guard lock(mutex_);
+  const int free_slots = concurrency_ - busy_ - static_cast<int>(queue_.size());
+  if (stop_claiming_.load() || free_slots <= 0 || wake_ || wake_slot_ >= 0 || waking_ > 0 ||
+      poller_claiming_) {
+    return std::nullopt;
+  }
+  return queues_;
+}
+
 void Worker::ListenLoop() {
+  constexpr std::chrono::milliseconds kBeat{250};
+  // How long opening the gates waits for commits that skipped their hint.
+  constexpr std::chrono::milliseconds kGateWait{1000};
+  store::ConnectionOptions session = options_.connection;
+  session.application_name = "cairn listener " + options_.worker_id;
+  session.lock_timeout = kGateWait;
   int failures = 0;
   Health::Pulse pulse = health_.Track("listener");
   while (!stop_claiming_.load()) {
     pulse.Beat(ReconnectDelay(failures));
     try {
-      store::WakeListener listener(options_.connection);
+      store::WakeListener listener(session);
       failures = 0;
       // Anything that arrived while (re)connecting was missed: claim now.
       Wake();
+      std::vector<std::string> open_gates;  // none: the new session holds none
       while (!stop_claiming_.load()) {
-        pulse.Beat(std::chrono::milliseconds(250));
-        if (listener.Wait(std::chrono::milliseconds(250))) Wake();
+        hints_wanted_changed_.Clear();
+        const auto wanted = QueuesWaitingForHints();
+        // A busy worker closes its gates at the next hint, not now: opening
+        // them again costs a claim.
+        if (!open_gates.empty() && wanted && *wanted != open_gates) {
+          listener.CloseGates();
+          open_gates.clear();
+        }
+        if (open_gates.empty() && wanted) {
+          pulse.Beat(kGateWait + kBeat);
+          // Runs whose start skipped its hint before the gates opened.
+          if (listener.OpenGates(*wanted)) {
+            open_gates = *wanted;
+            Wake();
+          }
+        }
+        pulse.Beat(kBeat);
+        if (listener.Wait(kBeat, hints_wanted_changed_.fd())) {
+          Wake();
+          if (!open_gates.empty()) {
+            listener.CloseGates();
+            open_gates.clear();
+          }
+        }
       }
     } catch (const std::exception& e) {
       spdlog::warn("listener: {} (polling continues)", e.what());

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "definition.hpp"
+#include "event_signal.hpp"
 #include "executor.hpp"
 #include "health.hpp"
 #include "idempotency_session.hpp"
@@ -124,6 +125,8 @@ class Worker {
   WorkerStats Stats() const;
   // Steps running now, and the slots there are.
   std::pair<int, int> Busy() const;
+  // The slot a wake-up would go to now (Wake), or -1 for the poller.
+  int SlotForWakeUp() const;
   const std::string& id() const { return options_.worker_id; }
   // Liveness of its loops and readiness; see health.hpp.
   Health& health() { return health_; }
@@ -185,7 +188,17 @@ class Worker {
   void RecordSlotClaim(const std::optional<store::ClaimedNextRun>& next);
   void SlotLoop(int slot);
   void StartSlots();  // threads for the slots below concurrency_ that have none
+  // Listens for wake-ups, and holds the wake gates of the queues served
+  // open while QueuesWaitingForHints says so (store::WakeListener): closed
+  // on each hint, so that producers flooding an idle worker notify once per
+  // wake-up, not once per run; opened again, followed by a claim, once the
+  // worker has taken the wake-up and still has an idle slot.
   void ListenLoop();
+  // The queues whose hints the worker waits for: all it serves when it has
+  // a free slot, no wake-up waiting to be taken, and no claim for a free
+  // slot in flight; else nullopt, because a slot freed later makes the
+  // poller claim.
+  std::optional<std::vector<std::string>> QueuesWaitingForHints() const;
   void StartMaintenance();
   // A wake-up (a notification, or the listener's reconnect). It goes to the
   // lowest-numbered idle slot that keeps a session for the definitions
@@ -237,8 +250,13 @@ class Worker {
   std::condition_variable idle_cv_;    // a slot finished a run, stop
   std::deque<Claimed> queue_;
   int busy_ = 0;
-  bool wake_ = false;   // for the poller
-  int wake_slot_ = -1;  // the idle slot a wake-up went to (Wake)
+  bool wake_ = false;             // for the poller
+  int wake_slot_ = -1;            // the idle slot a wake-up went to (Wake)
+  int waking_ = 0;                // slots claiming on a wake-up they took
+  bool poller_claiming_ = false;  // for free slots; the runs not queued yet
+  // Raised when QueuesWaitingForHints may have changed: a slot went idle or
+  // took a wake-up, the poller is going to wait, the queues changed.
+  EventSignal hints_wanted_changed_;
   // The last claim, the poller's or a slot's, got every run it asked for.
   bool backlog_ = false;
   // What the worker serves (Reload changes it), guarded by mutex_.

@@ -42,6 +42,11 @@ void Worker::WakePollerOnBacklog() {
   poller_cv_.notify_all();
 }
 
+int Worker::SlotForWakeUp() const {
+  std::lock_guard lock(mutex_);
+  return FirstIdleSessionServing();
+}
+
 bool Worker::IdleSessionServes(int slot) const {
   return slot < concurrency_ && batch_size_ == 1 && idle_sessions_[slot] != nullptr &&
          idle_sessions_[slot] == definitions_.get();
@@ -86,6 +91,7 @@ void Worker::SlotLoop(int slot) {
     }
     poller_cv_.notify_all();
     idle_cv_.notify_all();
+    hints_wanted_changed_.Raise();
   };
   // A run this slot claimed itself on finishing the one before.
   std::optional<Claimed> next;
@@ -127,6 +133,7 @@ void Worker::SlotLoop(int slot) {
         idle_sessions_[slot] = nullptr;
         if (wake_request) {
           wake_slot_ = -1;
+          ++waking_;
         } else {
           PassOnSlotWake();
           // Stopping with nothing left to do, or a slot no longer wanted.
@@ -149,12 +156,17 @@ void Worker::SlotLoop(int slot) {
           spdlog::warn("slot {}: claiming on a wake-up: {}", slot, e.what());
           WakePoller();
         }
+        {
+          std::lock_guard lock(mutex_);
+          --waking_;
+        }
         if (!woken) {
           end_busy();
           continue;
         }
         claimed = std::move(*woken);
         claimed_on_wake = true;
+        hints_wanted_changed_.Raise();  // the wake-up is taken; other slots may be idle
       }
     }
     pulse.Beat(options_.lease);

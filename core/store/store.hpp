@@ -508,13 +508,24 @@ std::vector<std::string> RepinRuns(Tx& tx, const std::string& from_hash,
 
 // Waits for NOTIFY wake-ups on its own connection. Hints only: a lost
 // notification costs latency, never correctness.
+//
+// Producers notify only while some daemon holds a queue's wake gate open
+// (migration 27): the listener opens the gates of its worker's queues while
+// the worker has an idle slot, and closes them when a hint arrives.
 class WakeListener {
  public:
   explicit WakeListener(ConnectionOptions options);
   ~WakeListener();
-  // Blocks up to timeout; true when a wake-up arrived. Throws on a lost
+  // Blocks up to timeout, or until `interrupt` (a file descriptor; -1:
+  // none) is readable; true when a wake-up arrived. Throws on a lost
   // connection (the caller reconnects with a new listener).
-  bool Wait(std::chrono::milliseconds timeout);
+  bool Wait(std::chrono::milliseconds timeout, int interrupt = -1);
+  // Opens the wake gates of `queues`. Returns once the commits that skipped
+  // their hint have ended, so that a claim made after it sees their runs.
+  // False, with every gate closed, when such a commit outlasted the
+  // session's lock timeout.
+  bool OpenGates(const std::vector<std::string>& queues);
+  void CloseGates();
 
  private:
   struct Impl;

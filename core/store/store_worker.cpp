@@ -1,6 +1,11 @@
 // Store operations of a worker: starting and claiming runs, leases,
 // registration of workers and definitions, and LISTEN for wake-ups.
+#include <poll.h>
 #include <spdlog/spdlog.h>
+
+#include <array>
+#include <cerrno>
+#include <system_error>
 
 #include "identifier.hpp"
 #include "sql_catalog.hpp"
@@ -328,12 +333,19 @@ WakeListener::WakeListener(ConnectionOptions options)
 
 WakeListener::~WakeListener() = default;
 
-bool WakeListener::Wait(std::chrono::milliseconds timeout) {
+bool WakeListener::Wait(std::chrono::milliseconds timeout, int interrupt) {
   try {
     auto& connection = *impl_->session.impl().connection;
-    auto seconds = static_cast<long>(timeout.count() / 1000);
-    auto micros = static_cast<long>((timeout.count() % 1000) * 1000);
-    int received = connection.await_notification(seconds, micros);
+    // Notifications already read with a statement's result come first.
+    int received = connection.get_notifs();
+    if (received == 0) {
+      std::array<pollfd, 2> fds{{{connection.sock(), POLLIN, 0}, {interrupt, POLLIN, 0}}};
+      const nfds_t count = interrupt >= 0 ? 2 : 1;
+      if (::poll(fds.data(), count, static_cast<int>(timeout.count())) < 0 && errno != EINTR) {
+        throw std::system_error(errno, std::generic_category(), "poll");
+      }
+      if (fds[0].revents != 0) received = connection.get_notifs();
+    }
     if (!connection.is_open()) {
       throw DatabaseError(ErrorKind::kTransient, "listen", "08006",
                           "the LISTEN connection was lost");
@@ -342,6 +354,22 @@ bool WakeListener::Wait(std::chrono::milliseconds timeout) {
   } catch (...) {
     RethrowTranslated("listen");
   }
+}
+
+bool WakeListener::OpenGates(const std::vector<std::string>& queues) {
+  try {
+    impl_->session.Autocommit(
+        [&](Tx& tx) { Internal(tx).Exec("open_wake_gates", ArrayLiteral(queues)); });
+    return true;
+  } catch (const DatabaseError& e) {
+    if (e.sqlstate() != "55P03") throw;  // lock_not_available
+    CloseGates();                        // the stripes taken before the timeout
+    return false;
+  }
+}
+
+void WakeListener::CloseGates() {
+  impl_->session.Autocommit([](Tx& tx) { Internal(tx).Exec("close_wake_gates"); });
 }
 
 }  // namespace cairn::store

@@ -318,6 +318,22 @@ class WorkerTest : public StoreTest {
                "' AND state = 'idle' AND query LIKE '%The poller''s claim, and a slot''s%'") == 1;
   }
 
+  // Whether the worker's listener holds the wake gates of its queues open
+  // (migration 27), so that a start notifies.
+  bool GatesOpen(const Worker& worker) {
+    return SqlInt(
+               "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+               "WHERE l.locktype = 'advisory' AND l.mode = 'ShareLock' AND l.granted "
+               "AND a.application_name = 'cairn listener " +
+               worker.id() + "'") > 0;
+  }
+
+  // Whether slot 0 waits idle with its session and the worker's gates are
+  // open: a run started now wakes slot 0.
+  bool SlotZeroWaitsForAWakeUp(const Worker& worker) {
+    return worker.SlotForWakeUp() == 0 && GatesOpen(worker);
+  }
+
   // Records in table claims the session (application_name) of each claim
   // of a run.
   void RecordClaimSessions() {
@@ -930,6 +946,9 @@ TEST_F(WorkerTest, WakeUpsGoToTheLowestIdleSlot) {
   Sql("DELETE FROM {s}.claims");
 
   for (int i = 0; i < 6; ++i) {
+    // The claim that follows the gates' opening is a wake-up too: it goes
+    // to slot 1 while slot 0 is still finishing the run before.
+    ASSERT_TRUE(Eventually([&] { return SlotZeroWaitsForAWakeUp(worker); }));
     const std::string id = StartRun("one");
     ASSERT_TRUE(EventuallyStatus(id, "completed")) << Describe(id);
   }
@@ -937,6 +956,50 @@ TEST_F(WorkerTest, WakeUpsGoToTheLowestIdleSlot) {
       SqlInt("SELECT count(*) FROM {s}.claims WHERE session = 'cairn slot 0 " + worker.id() + "'"),
       6);
   EXPECT_EQ(worker.Stats().lost, 0);
+}
+
+// A worker whose every slot is busy needs no hint: it claims as a slot
+// frees. Its gates stay closed from the hint that filled its last slot, so
+// the next start does not notify, and that run starts when the slot is free
+// (not at the hourly poll).
+TEST_F(WorkerTest, ARunStartedWhileEverySlotIsBusySendsNoHintAndStartsWhenOneIsFree) {
+  RegisterDefinitions();
+  WorkerOptions options = Options();
+  options.poll_interval = 1h;
+  options.concurrency = 1;
+  options.claim_batch = 1;
+  const Worker& worker = StartWorker(options);
+  ASSERT_TRUE(Eventually([&] { return GatesOpen(worker); }));
+  const std::string busy = StartRun("two", {{"sleep_ms", 1000}});
+  ASSERT_TRUE(Eventually([&] { return worker.Busy().first == 1 && !GatesOpen(worker); }));
+
+  store::ConnectionOptions listening;
+  listening.url = url();
+  listening.schema = schema();
+  store::WakeListener listener(listening);
+  const std::string next = StartRun("one");
+  EXPECT_FALSE(listener.Wait(300ms));
+  EXPECT_TRUE(EventuallyStatus(next, "completed", 10s)) << Describe(next);
+  EXPECT_TRUE(EventuallyStatus(busy, "completed")) << Describe(busy);
+  EXPECT_EQ(worker.Stats().lost, 0);
+}
+
+// With a slot still idle, the gates open again once the wake-up is taken:
+// the next start wakes the idle slot while the first run goes on.
+TEST_F(WorkerTest, ARunStartedWhileASlotIsIdleWakesItAtOnce) {
+  RegisterDefinitions();
+  WorkerOptions options = Options();
+  options.poll_interval = 1h;
+  options.concurrency = 2;
+  options.claim_batch = 2;
+  const Worker& worker = StartWorker(options);
+  ASSERT_TRUE(Eventually([&] { return GatesOpen(worker); }));
+  const std::string slow = StartRun("two", {{"sleep_ms", 3000}});
+  ASSERT_TRUE(Eventually([&] { return worker.Busy().first == 1 && GatesOpen(worker); }));
+  const std::string quick = StartRun("one");
+  EXPECT_TRUE(EventuallyStatus(quick, "completed", 2s)) << Describe(quick);
+  EXPECT_NE(Status(slow), "completed");
+  EXPECT_TRUE(EventuallyStatus(slow, "completed")) << Describe(slow);
 }
 
 // A slot plans the claim a wake-up makes as it goes idle, off the path of

@@ -1,14 +1,18 @@
 // Wake hints against a real PostgreSQL: a start or a signal notifies the
-// daemons' channel in its transaction, unless the session set
-// cairn.wake_hints to off (a producer that starts runs from many sessions:
-// notifying commits are serialised by the server). A value other than on or
-// off refuses the call and changes nothing.
+// daemons' channel as it commits, while a daemon holds its queue's wake gate
+// open, unless the session set cairn.wake_hints to off (notifying commits
+// are serialised by the server). A value other than on or off refuses the
+// call and changes nothing. Opening a gate waits for the commits that
+// skipped their hint, so that the claim after it sees their runs.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <future>
+#include <latch>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "store_fixture.hpp"
 
@@ -25,12 +29,43 @@ class WakeHints : public StoreTest {
     if (HasFatalFailure()) return;
     Sql("INSERT INTO {s}.workflow_definitions (hash, workflow, version, first_step, definition) "
         "VALUES ('h1', 'wf', 1, 's1', '{\"queue\": \"mail\"}')");
+    listener_ = std::make_unique<store::WakeListener>(ListenerOptions());
+    ASSERT_TRUE(listener_->OpenGates({"mail"}));
+  }
+
+  store::ConnectionOptions ListenerOptions() const {
     store::ConnectionOptions options;
     options.url = url();
     options.schema = schema();
     options.application_name = "cairn-test listener";
-    listener_ = std::make_unique<store::WakeListener>(options);
+    return options;
   }
+
+  // A run started in a transaction that decides on its hint at once (SET
+  // CONSTRAINTS ... IMMEDIATE) and then stays open, as a slow commit
+  // would, until `commit` counts down.
+  std::thread StartAndHoldTheCommit(std::latch& decided, std::latch& commit) {
+    return std::thread([this, &decided, &commit] {
+      auto producer = Open("cairn-test producer");
+      producer->Transact([&](store::Tx& tx) {
+        store::ExecuteStepSql(tx, InSchema("SELECT {s}.start_run('wf')"), nullptr);
+        store::ExecuteStepSql(tx, InSchema("SET CONSTRAINTS {s}.wake_at_commit IMMEDIATE"),
+                              nullptr);
+        decided.count_down();
+        commit.wait();
+      });
+    });
+  }
+
+  int64_t OpenStripes(const std::string& application_name) {
+    return SqlInt(
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE "
+        "l.locktype = 'advisory' AND l.mode = 'ShareLock' AND l.granted AND "
+        "a.application_name = '" +
+        application_name + "'");
+  }
+
+  store::WakeListener& listener() { return *listener_; }
 
   // Whether a wake-up arrived within the time; a hint is sent at commit, and
   // psql has returned by then, so a short wait only covers delivery.
@@ -79,6 +114,61 @@ TEST_F(WakeHints, ASignalWithHintsOffResumesItsRunWithoutNotifying) {
   EXPECT_EQ(Sql("SELECT {s}.signal('order-2')"), "delivered");
   EXPECT_TRUE(Woken());
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE status = 'ready'"), 2);
+}
+
+TEST_F(WakeHints, AStartNotifiesOnlyWhileADaemonHoldsItsQueuesGateOpen) {
+  EXPECT_EQ(OpenStripes("cairn-test listener"), 16);
+  listener().CloseGates();
+  EXPECT_EQ(OpenStripes("cairn-test listener"), 0);
+  Sql("SELECT {s}.start_run('wf')");
+  EXPECT_FALSE(Woken(milliseconds(500)));
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE status = 'ready'"), 1);
+
+  // Another queue's gate does not open this one.
+  ASSERT_TRUE(listener().OpenGates({"other"}));
+  Sql("SELECT {s}.start_run('wf')");
+  EXPECT_FALSE(Woken(milliseconds(500)));
+
+  ASSERT_TRUE(listener().OpenGates({"mail"}));
+  Sql("SELECT {s}.start_run('wf')");
+  EXPECT_TRUE(Woken());
+  // Requests live only in the transaction that made them.
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.wake_requests"), 0);
+}
+
+TEST_F(WakeHints, OpeningTheGateWaitsForTheCommitOfAStartThatSkippedItsHint) {
+  listener().CloseGates();
+  std::latch decided(1);
+  std::latch commit(1);
+  std::thread producer = StartAndHoldTheCommit(decided, commit);
+  decided.wait();
+  auto opened = std::async(std::launch::async, [&] { return listener().OpenGates({"mail"}); });
+  EXPECT_EQ(opened.wait_for(milliseconds(500)), std::future_status::timeout);
+  commit.count_down();
+  producer.join();
+  EXPECT_TRUE(opened.get());
+  // It skipped its hint; a claim from here on sees its run.
+  EXPECT_FALSE(Woken(milliseconds(500)));
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE status = 'ready'"), 1);
+}
+
+TEST_F(WakeHints, AGateThatCannotOpenWithinTheLockTimeoutIsLeftClosed) {
+  listener().CloseGates();
+  store::ConnectionOptions options = ListenerOptions();
+  options.application_name = "cairn-test impatient listener";
+  options.lock_timeout = milliseconds(100);
+  store::WakeListener impatient(options);
+  std::latch decided(1);
+  std::latch commit(1);
+  std::thread producer = StartAndHoldTheCommit(decided, commit);
+  decided.wait();
+  EXPECT_FALSE(impatient.OpenGates({"mail"}));
+  EXPECT_EQ(OpenStripes("cairn-test impatient listener"), 0);
+  commit.count_down();
+  producer.join();
+  // Opened later, it works.
+  EXPECT_TRUE(impatient.OpenGates({"mail"}));
+  EXPECT_EQ(OpenStripes("cairn-test impatient listener"), 16);
 }
 
 TEST_F(WakeHints, AMisspeltSettingRefusesTheStartAndChangesNothing) {

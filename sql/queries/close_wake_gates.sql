@@ -1,0 +1,2 @@
+-- Closes the wake gates the listener's session opened (migration 27).
+SELECT {schema}.close_wake_gates()
