@@ -189,16 +189,18 @@ class Worker {
   void SlotLoop(int slot);
   void StartSlots();  // threads for the slots below concurrency_ that have none
   // Listens for wake-ups, and holds the wake gates of the queues served
-  // open while QueuesWaitingForHints says so (store::WakeListener): closed
-  // on each hint, so that producers flooding an idle worker notify once per
-  // wake-up, not once per run; opened again, followed by a claim, once the
-  // worker has taken the wake-up and still has an idle slot.
+  // open (store::WakeListener) while the worker waits for hints: opened,
+  // followed by a claim, when HintNeeds says so; closed at a hint that
+  // finds every slot busy.
   void ListenLoop();
-  // The queues whose hints the worker waits for: all it serves when it has
-  // a free slot, no wake-up waiting to be taken, and no claim for a free
-  // slot in flight; else nullopt, because a slot freed later makes the
-  // poller claim.
-  std::optional<std::vector<std::string>> QueuesWaitingForHints() const;
+  struct HintNeeds {
+    std::vector<std::string> queues;  // served now
+    bool free_slot = false;
+    // A free slot, no wake-up waiting to be taken, and no claim for a free
+    // slot in flight: a run made due now waits for a hint or the poll.
+    bool waiting = false;
+  };
+  HintNeeds WakeHintNeeds() const;
   void StartMaintenance();
   // A wake-up (a notification, or the listener's reconnect). It goes to the
   // lowest-numbered idle slot that keeps a session for the definitions
@@ -254,7 +256,7 @@ class Worker {
   int wake_slot_ = -1;            // the idle slot a wake-up went to (Wake)
   int waking_ = 0;                // slots claiming on a wake-up they took
   bool poller_claiming_ = false;  // for free slots; the runs not queued yet
-  // Raised when QueuesWaitingForHints may have changed: a slot went idle or
+  // Raised when WakeHintNeeds may have changed: a slot went idle or
   // took a wake-up, the poller is going to wait, the queues changed.
   EventSignal hints_wanted_changed_;
   // The last claim, the poller's or a slot's, got every run it asked for.

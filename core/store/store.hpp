@@ -509,9 +509,10 @@ std::vector<std::string> RepinRuns(Tx& tx, const std::string& from_hash,
 // Waits for NOTIFY wake-ups on its own connection. Hints only: a lost
 // notification costs latency, never correctness.
 //
-// Producers notify only while some daemon holds a queue's wake gate open
-// (migration 27): the listener opens the gates of its worker's queues while
-// the worker has an idle slot, and closes them when a hint arrives.
+// Producers notify only while some daemon holds a queue's wake gate open,
+// one commit at a time (migration 27): the listener opens the gates of its
+// worker's queues while the worker has an idle slot, and closes them at a
+// hint that finds it busy.
 class WakeListener {
  public:
   explicit WakeListener(ConnectionOptions options);
@@ -526,8 +527,13 @@ class WakeListener {
   // session's lock timeout.
   bool OpenGates(const std::vector<std::string>& queues);
   void CloseGates();
+  // Waits for the commits that left their hint to the one just read, so
+  // that a claim made after it sees their runs. False, with every gate
+  // closed, when such a commit outlasted the session's lock timeout.
+  bool AwaitWaiters(const std::vector<std::string>& queues);
 
  private:
+  bool LockGateStripes(const char* query, const std::vector<std::string>& queues);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -357,13 +357,20 @@ bool WakeListener::Wait(std::chrono::milliseconds timeout, int interrupt) {
 }
 
 bool WakeListener::OpenGates(const std::vector<std::string>& queues) {
+  return LockGateStripes("open_wake_gates", queues);
+}
+
+bool WakeListener::AwaitWaiters(const std::vector<std::string>& queues) {
+  return LockGateStripes("await_wake_waiters", queues);
+}
+
+bool WakeListener::LockGateStripes(const char* query, const std::vector<std::string>& queues) {
   try {
-    impl_->session.Autocommit(
-        [&](Tx& tx) { Internal(tx).Exec("open_wake_gates", ArrayLiteral(queues)); });
+    impl_->session.Autocommit([&](Tx& tx) { Internal(tx).Exec(query, ArrayLiteral(queues)); });
     return true;
   } catch (const DatabaseError& e) {
     if (e.sqlstate() != "55P03") throw;  // lock_not_available
-    CloseGates();                        // the stripes taken before the timeout
+    CloseGates();                        // and the stripes taken before the timeout
     return false;
   }
 }

@@ -1,9 +1,10 @@
 // Wake hints against a real PostgreSQL: a start or a signal notifies the
 // daemons' channel as it commits, while a daemon holds its queue's wake gate
 // open, unless the session set cairn.wake_hints to off (notifying commits
-// are serialised by the server). A value other than on or off refuses the
-// call and changes nothing. Opening a gate waits for the commits that
-// skipped their hint, so that the claim after it sees their runs.
+// are serialised by the server), one commit at a time. A value other than on
+// or off refuses the call and changes nothing. Opening a gate, and reading a
+// hint, wait for the commits that skipped theirs, so that the claim after
+// it sees their runs.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -117,7 +118,7 @@ TEST_F(WakeHints, ASignalWithHintsOffResumesItsRunWithoutNotifying) {
 }
 
 TEST_F(WakeHints, AStartNotifiesOnlyWhileADaemonHoldsItsQueuesGateOpen) {
-  EXPECT_EQ(OpenStripes("cairn-test listener"), 16);
+  EXPECT_EQ(OpenStripes("cairn-test listener"), 32);
   listener().CloseGates();
   EXPECT_EQ(OpenStripes("cairn-test listener"), 0);
   Sql("SELECT {s}.start_run('wf')");
@@ -152,6 +153,31 @@ TEST_F(WakeHints, OpeningTheGateWaitsForTheCommitOfAStartThatSkippedItsHint) {
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE status = 'ready'"), 1);
 }
 
+// With the gate open, one commit notifies at a time: a start that commits
+// while another is notifying leaves the hint to it, and the listener, before
+// its claim on that hint, waits for its commit.
+TEST_F(WakeHints, AStartLeavesItsHintToOneInFlightAndTheListenerWaitsForIt) {
+  std::latch notifier_decided(1);
+  std::latch notifier_commits(1);
+  std::thread notifier = StartAndHoldTheCommit(notifier_decided, notifier_commits);
+  notifier_decided.wait();
+  std::latch waiter_decided(1);
+  std::latch waiter_commits(1);
+  std::thread waiter = StartAndHoldTheCommit(waiter_decided, waiter_commits);
+  waiter_decided.wait();
+
+  notifier_commits.count_down();
+  notifier.join();
+  EXPECT_TRUE(Woken());
+  auto awaited = std::async(std::launch::async, [&] { return listener().AwaitWaiters({"mail"}); });
+  EXPECT_EQ(awaited.wait_for(milliseconds(500)), std::future_status::timeout);
+  waiter_commits.count_down();
+  waiter.join();
+  EXPECT_TRUE(awaited.get());
+  EXPECT_FALSE(Woken(milliseconds(300)));  // the waiter sent none
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE status = 'ready'"), 2);
+}
+
 TEST_F(WakeHints, AGateThatCannotOpenWithinTheLockTimeoutIsLeftClosed) {
   listener().CloseGates();
   store::ConnectionOptions options = ListenerOptions();
@@ -168,7 +194,7 @@ TEST_F(WakeHints, AGateThatCannotOpenWithinTheLockTimeoutIsLeftClosed) {
   producer.join();
   // Opened later, it works.
   EXPECT_TRUE(impatient.OpenGates({"mail"}));
-  EXPECT_EQ(OpenStripes("cairn-test impatient listener"), 16);
+  EXPECT_EQ(OpenStripes("cairn-test impatient listener"), 32);
 }
 
 TEST_F(WakeHints, AMisspeltSettingRefusesTheStartAndChangesNothing) {
