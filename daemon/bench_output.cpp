@@ -68,8 +68,9 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
   for (const auto& s : starts_) {
     const double rate = static_cast<double>(s.starts) / s.seconds;
     const std::string condition =
-        sessions(s.sessions) +
-        (s.mode == "single" && !s.wake_hints ? ", wake hints off (cairn.wake_hints)" : "");
+        sessions(s.sessions) + (s.mode != "single" ? ""
+                                : s.wake_hints     ? ", wake gate held open (a daemon waiting)"
+                                                   : ", wake hints off (cairn.wake_hints)");
     if (s.mode == "bulk_insert") {
       // The ceiling of the bulk starts above it.
       rows.push_back({StartsFigure(s.mode), condition, bench::FormatRate(rate) + " runs/s", "", "",

@@ -184,6 +184,15 @@ Bench::Starts Bench::MeasureSingleStarts(int sessions, bool wake_hints) {
   const Json tag = {{"cairn_bench", "starts"}};
   const int per_session = std::max(1, settings_.single_starts / sessions);
   SettleServer();
+  // With hints on, the queue's wake gate is held open throughout, as by a
+  // daemon that never fills its slots: the starts' worst case.
+  std::optional<store::WakeListener> waiting_daemon;
+  if (wake_hints) {
+    waiting_daemon.emplace(ConnectionFor(config_, "cairn bench listener"));
+    if (!waiting_daemon->OpenGates({kStartsQueue})) {
+      throw Error(ErrorKind::kTransient, "could not open the starts queue's wake gate");
+    }
+  }
   const int64_t open = admin_->Read([](store::Tx& tx) { return store::bench::ClientSessions(tx); });
   // Every session connects first: the clock and the counters start once
   // all are connected, so that connecting is not counted as starting.
