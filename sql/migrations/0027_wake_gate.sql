@@ -25,8 +25,10 @@
 -- would be held for the rest of a long transaction, and the daemon would
 -- wait for it. Two stripes are tried, so that two producers committing at
 -- once rarely take each other for a daemon; one that gets neither
--- notifies. Adds one unlogged table, its trigger and five functions;
--- replaces wake.
+-- notifies. Adds one unlogged table, its trigger and six functions;
+-- replaces wake. A daemon of an earlier version opens no gate: once this
+-- is applied it gets no hints, and finds runs at its polls, until it is
+-- restarted on this version.
 
 -- Rows exist only inside the transaction that woke: each is deleted by the
 -- statement after its insert, and its trigger still fires at commit. No WAL.

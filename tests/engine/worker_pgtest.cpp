@@ -970,7 +970,7 @@ TEST_F(WorkerTest, ARunStartedWhileEverySlotIsBusySendsNoHintAndStartsWhenOneIsF
   options.claim_batch = 1;
   const Worker& worker = StartWorker(options);
   ASSERT_TRUE(Eventually([&] { return GatesOpen(worker); }));
-  const std::string busy = StartRun("two", {{"sleep_ms", 1500}});
+  const std::string busy = StartRun("two", {{"sleep_ms", 3000}});
   ASSERT_TRUE(Eventually([&] { return worker.Busy().first == 1; }));
   const std::string first = StartRun("one");
   ASSERT_TRUE(Eventually([&] { return !GatesOpen(worker); }));
