@@ -321,11 +321,7 @@ class WorkerTest : public StoreTest {
   // Whether the worker's listener holds the wake gates of its queues open
   // (migration 27), so that a start notifies.
   bool GatesOpen(const Worker& worker) {
-    return SqlInt(
-               "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
-               "WHERE l.locktype = 'advisory' AND l.mode = 'ShareLock' AND l.granted "
-               "AND a.application_name = 'cairn listener " +
-               worker.id() + "'") > 0;
+    return OpenGateStripes("cairn listener " + worker.id()) > 0;
   }
 
   // Whether slot 0 waits idle with its session and the worker's gates are
@@ -963,12 +959,7 @@ TEST_F(WorkerTest, WakeUpsGoToTheLowestIdleSlot) {
 // start does not notify, and that run starts when the slot is free (not at
 // the hourly poll).
 TEST_F(WorkerTest, ARunStartedWhileEverySlotIsBusySendsNoHintAndStartsWhenOneIsFree) {
-  RegisterDefinitions();
-  WorkerOptions options = Options();
-  options.poll_interval = 1h;
-  options.concurrency = 1;
-  options.claim_batch = 1;
-  const Worker& worker = StartWorker(options);
+  const Worker& worker = StartWorkerOnWakeUps(1);
   ASSERT_TRUE(Eventually([&] { return GatesOpen(worker); }));
   const std::string busy = StartRun("two", {{"sleep_ms", 3000}});
   ASSERT_TRUE(Eventually([&] { return worker.Busy().first == 1; }));
@@ -991,12 +982,7 @@ TEST_F(WorkerTest, ARunStartedWhileEverySlotIsBusySendsNoHintAndStartsWhenOneIsF
 // With a slot still idle, the gates open again once the wake-up is taken:
 // the next start wakes the idle slot while the first run goes on.
 TEST_F(WorkerTest, ARunStartedWhileASlotIsIdleWakesItAtOnce) {
-  RegisterDefinitions();
-  WorkerOptions options = Options();
-  options.poll_interval = 1h;
-  options.concurrency = 2;
-  options.claim_batch = 2;
-  const Worker& worker = StartWorker(options);
+  const Worker& worker = StartWorkerOnWakeUps(2);
   ASSERT_TRUE(Eventually([&] { return GatesOpen(worker); }));
   const std::string slow = StartRun("two", {{"sleep_ms", 3000}});
   ASSERT_TRUE(Eventually([&] { return worker.Busy().first == 1 && GatesOpen(worker); }));

@@ -58,14 +58,6 @@ class WakeHints : public StoreTest {
     });
   }
 
-  int64_t OpenStripes(const std::string& application_name) {
-    return SqlInt(
-        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE "
-        "l.locktype = 'advisory' AND l.mode = 'ShareLock' AND l.granted AND "
-        "a.application_name = '" +
-        application_name + "'");
-  }
-
   store::WakeListener& listener() { return *listener_; }
 
   // Whether a wake-up arrived within the time; a hint is sent at commit, and
@@ -118,9 +110,9 @@ TEST_F(WakeHints, ASignalWithHintsOffResumesItsRunWithoutNotifying) {
 }
 
 TEST_F(WakeHints, AStartNotifiesOnlyWhileADaemonHoldsItsQueuesGateOpen) {
-  EXPECT_EQ(OpenStripes("cairn-test listener"), 32);
+  EXPECT_EQ(OpenGateStripes("cairn-test listener"), 32);
   listener().CloseGates();
-  EXPECT_EQ(OpenStripes("cairn-test listener"), 0);
+  EXPECT_EQ(OpenGateStripes("cairn-test listener"), 0);
   Sql("SELECT {s}.start_run('wf')");
   EXPECT_FALSE(Woken(milliseconds(500)));
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs WHERE status = 'ready'"), 1);
@@ -189,12 +181,12 @@ TEST_F(WakeHints, AGateThatCannotOpenWithinTheLockTimeoutIsLeftClosed) {
   std::thread producer = StartAndHoldTheCommit(decided, commit);
   decided.wait();
   EXPECT_FALSE(impatient.OpenGates({"mail"}));
-  EXPECT_EQ(OpenStripes("cairn-test impatient listener"), 0);
+  EXPECT_EQ(OpenGateStripes("cairn-test impatient listener"), 0);
   commit.count_down();
   producer.join();
   // Opened later, it works.
   EXPECT_TRUE(impatient.OpenGates({"mail"}));
-  EXPECT_EQ(OpenStripes("cairn-test impatient listener"), 32);
+  EXPECT_EQ(OpenGateStripes("cairn-test impatient listener"), 32);
 }
 
 TEST_F(WakeHints, AMisspeltSettingRefusesTheStartAndChangesNothing) {

@@ -95,6 +95,16 @@ class StoreTest : public PgTest {
     return out;
   }
 
+  // How many wake gate stripes (migration 27) the sessions named
+  // `application_name` hold open: their shared advisory locks.
+  int64_t OpenGateStripes(const std::string& application_name) const {
+    return SqlInt(
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE "
+        "l.locktype = 'advisory' AND l.mode = 'ShareLock' AND l.granted AND "
+        "a.application_name = '" +
+        application_name + "'");
+  }
+
   // The value of a run's column as text, by admin SQL.
   std::string RunColumn(const std::string& run_id, const std::string& column) const {
     return Sql("SELECT " + column + " FROM {s}.runs WHERE id = '" + run_id + "'");
