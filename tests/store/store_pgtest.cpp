@@ -1974,6 +1974,48 @@ TEST_F(StoreErrors, ConstraintViolationIsPermanent) {
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs"), 1);
 }
 
+// Each rule of a run's row (migration 28 checks them in one function) refuses
+// a write that breaks it alone, by the rule's constraint name, and the run is
+// left as it was. The ready run it starts from has a null run_key and
+// final_status: a rule whose value is null holds.
+TEST_F(StoreErrors, EachRuleOfARunsRowRefusesAWriteThatBreaksItByName) {
+  const cairn::Run run = CreateRun();
+  const std::string version = RunColumn(run.id, "version");
+  const std::vector<std::pair<std::string, std::string>> broken = {
+      {"status = 'paused'", "runs_status_check"},
+      {"namespace = ''", "runs_namespace_check"},
+      {"workflow = ''", "runs_workflow_check"},
+      {"queue = ''", "runs_queue_check"},
+      {"run_key = ''", "runs_key_check"},
+      {"attempt = -1", "runs_attempt_check"},
+      {"version = 0", "runs_version_check"},
+      {"context = '[]'", "runs_context_check"},
+      {"lease_owner = 'w', lease_expires_at = now()", "runs_lease_check"},
+      {"finished_at = now()", "runs_finished_check"},
+      {"compensations = '{}'", "runs_compensations_check"},
+      {"final_status = 'completed'", "runs_final_status_check"},
+      {"status = 'compensating'", "runs_compensating_check"},
+      {"lease_expiries = -1", "runs_lease_expiries_check"},
+      {"key_scope = 'sometimes'", "runs_key_scope_check"},
+  };
+  for (const auto& [assignment, constraint] : broken) {
+    auto error = Catch<DatabaseError>([&] {
+      conn().Transact([&](store::Tx& tx) {
+        store::ExecuteStepSql(
+            tx,
+            "UPDATE \"" + schema() + "\".runs SET " + assignment + " WHERE id = '" + run.id + "'",
+            nullptr);
+      });
+    });
+    EXPECT_EQ(error.sqlstate(), "23514") << assignment;
+    EXPECT_EQ(error.kind(), ErrorKind::kPermanent) << assignment;
+    EXPECT_THAT(error.what(), HasSubstr("violates check constraint \"" + constraint + "\""))
+        << assignment;
+  }
+  EXPECT_EQ(RunColumn(run.id, "version"), version);
+  EXPECT_EQ(RunColumn(run.id, "status"), "ready");
+}
+
 TEST_F(StoreErrors, MalformedInputIsInvalidArgument) {
   auto error = Catch<DatabaseError>(
       [&] { conn().Transact([&](store::Tx& tx) { store::GetRun(tx, "not-a-uuid"); }); });
