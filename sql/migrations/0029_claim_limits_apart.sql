@@ -8,10 +8,11 @@
 -- claim leaves limited queues to other claims, and most queues have no
 -- limit. Measured on one database, alternating, pgbench of one session
 -- claiming one run (stack lock and resume read included) and rolling back:
--- 0.46 to 0.49 ms with the limits in the query, 0.41 to 0.43 without them,
--- and 0.42 to 0.45 (against 0.45 to 0.47) for this function, which reads
--- them first; a daemon draining noop3 ran 4.8 to 6.9% faster at one slot
--- and 2.5 to 4.6% at 8 slots (three pairs each).
+-- in one round, 0.46 to 0.49 ms for the claim of migration 23 and 0.41
+-- to 0.43 for a copy of it without the limits; in another, 0.45 to 0.47
+-- for the claim of migration 23 and 0.42 to 0.45 for this one, which
+-- reads them first. A daemon draining noop3 ran 4.8 to 6.9% faster at
+-- one slot and 2.5 to 4.6% at 8 slots (three pairs each).
 -- Now a first statement reads the limit rows of the claim's queues (locked
 -- in queue order when the claim serves limited queues, as before), the
 -- claim's query takes their rooms as arrays, and the token update runs
@@ -19,46 +20,22 @@
 -- claimed, and when, is unchanged. Replaces one function; rewrites
 -- nothing.
 
--- Claims up to p_want due runs of queues p_queues whose definition
--- (p_hashes) the worker has loaded (ready ones, and failed or cancelled
--- ones whose compensations are due), for worker p_worker with a lease of
--- p_lease_ms. Each queue is read on its own, in the order of runs_due_idx
--- (queue, priority DESC, run_at, id): with the queue fixed, the index order
--- is the claim's order, so a claim reads about as many index entries as it
--- claims however long the backlog is (queue = ANY(...) over all queues at
--- once would read and sort every ready run). Each queue locks at most its
--- quota, so a claim of k queues may lock up to k × p_want rows and claim
--- the first p_want of them; the rest are let go when it commits. The
--- definition check is a filter on the rows the index hands over, so it
--- costs nothing while they are of served definitions. MATERIALIZED keeps
--- each LIMIT honest (PostgreSQL bug #15715: a plain IN (subquery) can claim
--- more than asked). The version bump fences any earlier holder. The chosen
--- runs are updated through an array of their ids, which a generic plan
--- reads by primary key: a join with `chosen`, of a size it cannot know, was
--- planned as a hash join over every run.
--- A queue with a row in queue_limits (migration 11) gets at most its room:
--- max_running less its running runs, and no more runs than its bucket has
--- tokens (each claimed run's first step spends one; step_tokens tells the
--- executor to take one for each further step). Its row stays locked until
--- the claim commits, so claims of one limited queue take turns, in queue
--- order. Without p_limited_queues, queues with a row in queue_limits are
--- left to other claims (a room of 0), and their rows are read without a
--- lock: a checkpoint's claim would hold those rows locked through the
--- checkpoint's flush, and every claim of the fleet that reads them would
--- wait for it, whatever queue it claims from.
--- p_except is never claimed: the run whose checkpoint claims (this
--- transaction holds its row, so SKIP LOCKED would not pass it over).
--- With p_lock_stacks, each claimed run's stack lock is taken on this
--- session (the key of sql/queries/stack_try_lock.sql; `locked` says whether
--- it was free) and the wait it resumes from is read, as
--- sql/queries/lock_stack_and_load_run.sql reads it. That read is a
--- statement of its own: in READ COMMITTED it takes a fresh snapshot, later
--- than the claim's row locks, so it sees every change committed to these
--- runs before the claim took them (the claim's snapshot may predate a
--- signal whose update its row lock found and followed). plpgsql, not SQL: a SQL
--- function's plans last one call of its caller's statement, and this one
--- planned at every claim took 3 ms.
--- The runs come back in the claim's order (claim_order).
+-- Claims as the version of migration 23 does, whose comment says how: up
+-- to p_want due runs of queues p_queues whose definition (p_hashes) the
+-- worker has loaded, for worker p_worker with a lease of p_lease_ms, each
+-- queue read on its own in the order of runs_due_idx, p_except never
+-- claimed, and with p_lock_stacks each run's stack lock taken and the wait
+-- it resumes from read in a statement of its own. What changed is where
+-- the queue limits (migration 11) are read and spent. A queue with a row
+-- in queue_limits gets at most its room: max_running less its running
+-- runs, and no more runs than its bucket has tokens (each claimed run's
+-- first step spends one; step_tokens tells the executor to take one for
+-- each further step). With p_limited_queues its row stays locked until the
+-- claim commits, so claims of one limited queue take turns, in queue
+-- order. Without it, queues with a row are left to other claims and their
+-- rows are read without a lock: a checkpoint's claim would hold them
+-- locked through the checkpoint's flush, and every claim of the fleet that
+-- reads them would wait for it.
 CREATE OR REPLACE FUNCTION {schema}.claim_runs(
   p_queues text[], p_hashes text[], p_want integer, p_worker text, p_lease_ms bigint,
   p_lock_stacks boolean DEFAULT false, p_except uuid DEFAULT NULL,
@@ -66,15 +43,25 @@ CREATE OR REPLACE FUNCTION {schema}.claim_runs(
 RETURNS TABLE (run {schema}.runs, step_tokens boolean, locked boolean, past_deadline boolean,
                resume_key text, resume_event text, resume_payload jsonb, resume_claimant text,
                claim_order integer)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- The due runs are read in the order of runs_due_idx, whatever the
+-- statistics: planned once for every call (a generic plan), the claim
+-- cannot know how many runs it will ask for, and the planner assumes a
+-- tenth of the due ones. When most of the table is ready and the index
+-- has grown with the runs gone through it, reading every run and sorting
+-- them looked cheaper, and every claim read the whole backlog (12 000
+-- runs: 5 to 10 ms a claim). The claim's other sorts, of the few runs it
+-- took, have no other way and are kept.
+SET enable_sort = off
+AS $$
 #variable_conflict use_column
 DECLARE
   taken_run {schema}.runs;
   -- The claim's queues that have a row in queue_limits (null for none),
   -- the room of each, and whether its runs spend rate tokens.
-  limited_queues text[];
-  limited_rooms integer[];
-  limited_rated boolean[];
+  queues_with_limits text[];
+  rooms integer[];
+  rated boolean[];
   -- The queue of each claimed run that spends a token.
   spending text[] := '{}';
 BEGIN
@@ -85,23 +72,28 @@ BEGIN
                                                                    l.tokens, l.refilled_at)),
                                        p_want))::integer ORDER BY l.queue),
            array_agg(l.rate_per_second IS NOT NULL ORDER BY l.queue)
-    INTO limited_queues, limited_rooms, limited_rated
+    INTO queues_with_limits, rooms, rated
     FROM (SELECT * FROM {schema}.queue_limits WHERE queue = ANY(p_queues)
           ORDER BY queue
           FOR UPDATE) l;
   ELSE
+    -- A room of 0: this claim leaves limited queues to the claims that
+    -- serve them (their rows are not locked here).
     SELECT array_agg(l.queue), array_agg(0), array_agg(false)
-    INTO limited_queues, limited_rooms, limited_rated
+    INTO queues_with_limits, rooms, rated
     FROM {schema}.queue_limits l WHERE l.queue = ANY(p_queues);
   END IF;
 
   -- A query with a data-modifying WITH runs to its end before the loop's
-  -- first turn: every run is claimed before any stack lock is tried.
+  -- first turn: every run is claimed before any stack lock is tried. The
+  -- token update comes after the loop, so a failure there leaves stack
+  -- locks taken but uncounted, as any failure after the claim may: the
+  -- callers let go of those (sql/queries/stack_release_uncounted.sql).
   FOR taken_run IN
     WITH quota AS MATERIALIZED (
       SELECT q.queue, coalesce(l.room, p_want) AS room
       FROM (SELECT DISTINCT unnest(p_queues) AS queue) q
-           LEFT JOIN unnest(limited_queues, limited_rooms) AS l(queue, room) USING (queue)
+           LEFT JOIN unnest(queues_with_limits, rooms) AS l(queue, room) USING (queue)
       WHERE coalesce(l.room, p_want) > 0),
     due AS MATERIALIZED (
       SELECT d.* FROM quota CROSS JOIN LATERAL (
@@ -126,7 +118,7 @@ BEGIN
     ORDER BY t.priority DESC, t.run_at, t.id
   LOOP
     run := taken_run;
-    step_tokens := coalesce(limited_rated[array_position(limited_queues, run.queue)], false);
+    step_tokens := coalesce(rated[array_position(queues_with_limits, run.queue)], false);
     IF step_tokens THEN
       spending := spending || run.queue;
     END IF;

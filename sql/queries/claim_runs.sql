@@ -1,6 +1,7 @@
 -- The poller's claim, and a slot's between runs: up to $3 due runs of
 -- queues $1 of definitions $2 for worker $4, leased for $5 ms, in the
--- claim's order ({schema}.claim_runs, migration 23, says how it chooses).
+-- claim's order ({schema}.claim_runs: migration 23 says how it chooses,
+-- migration 29 how it reads queue limits).
 -- $6: a slot claiming for itself takes each run's stack lock on its session
 -- and reads the run as it executes it (locked, past_deadline, resume_*).
 -- The claim commits without waiting for its WAL to reach the disk

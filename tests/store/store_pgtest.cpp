@@ -1424,6 +1424,41 @@ TEST_F(StoreClaim, ReturnsItsRunsInTheClaimsOrder) {
   }
 }
 
+// An engine session plans the claim once, without knowing how many runs it
+// will ask for, and the planner then assumes a tenth of the due runs. When
+// most of the table is ready and the due index has grown with the runs
+// that went through it (every start adds an entry, every claim leaves one
+// behind for vacuum), reading every run and sorting the ready ones looked
+// cheaper than the index: every claim read the whole backlog (12 000 runs,
+// 5 to 10 ms a claim; a daemon of 8 slots drained at a tenth of its rate).
+// The claim reads the due index in order, a few rows a claim, whatever the
+// statistics.
+TEST_F(StoreClaim, ReadsAFewRunsWhenMostOfTheTableIsReady) {
+  // The due index grown by runs gone through it: wide entries (a long
+  // queue name) fill its pages as a long history of runs would.
+  Sql("INSERT INTO {s}.runs (workflow, definition_version, definition_hash, cursor, queue) "
+      "SELECT 'orders', 1, 'hash-1', 'reserve', "
+      "(SELECT string_agg(md5(i::text || j), '') FROM generate_series(1, 30) j) "
+      "FROM generate_series(1, 30000) i");
+  Sql("DELETE FROM {s}.runs");
+  Sql("VACUUM {s}.runs");
+  Sql("INSERT INTO {s}.runs (workflow, definition_version, definition_hash, cursor, run_at) "
+      "SELECT 'orders', 1, 'hash-1', 'reserve', now() - interval '1 hour' "
+      "FROM generate_series(1, 8000)");
+  Sql("INSERT INTO {s}.runs (workflow, definition_version, definition_hash, cursor, status, "
+      "finished_at) SELECT 'orders', 1, 'hash-1', 'reserve', 'completed', now() "
+      "FROM generate_series(1, 4000)");
+  Sql("ANALYZE {s}.runs");
+  auto engine = Open("cairn-test", true);
+  for (int i = 0; i < 6; ++i) {
+    engine->Transact([&](store::Tx& tx) {
+      const int64_t read_before = RunRowsRead(tx);
+      EXPECT_EQ(store::ClaimRuns(tx, {"default"}, {"hash-1"}, 1, "worker-1", 30s).size(), 1u);
+      EXPECT_LE(RunRowsRead(tx) - read_before, 20);
+    });
+  }
+}
+
 // The claim's transaction commits without waiting for a WAL flush; the
 // session's next transaction (a checkpoint) waits for it again.
 TEST_F(StoreClaim, CommitsWithoutWaitingForTheWalFlushAndOnlyItself) {
@@ -1974,11 +2009,15 @@ TEST_F(StoreErrors, ConstraintViolationIsPermanent) {
   EXPECT_EQ(SqlInt("SELECT count(*) FROM {s}.runs"), 1);
 }
 
-// Each rule of a run's row (migration 28 checks them in one function) refuses
-// a write that breaks it alone, by the rule's constraint name, and the run is
-// left as it was. The ready run it starts from has a null run_key and
-// final_status: a rule whose value is null holds.
+// Each rule of a run's row (migration 28 checks them in one function, through
+// one constraint) refuses a write that breaks it alone, by the rule's old
+// constraint name, and the run is left as it was. The ready run it starts
+// from has a null final_status, for which runs_final_status_check's rule is
+// null: a rule whose value is null holds, as in a CHECK.
 TEST_F(StoreErrors, EachRuleOfARunsRowRefusesAWriteThatBreaksItByName) {
+  EXPECT_EQ(SqlInt("SELECT count(*) FROM pg_constraint WHERE conrelid = '{s}.runs'::regclass "
+                   "AND contype = 'c'"),
+            1);
   const cairn::Run run = CreateRun();
   const std::string version = RunColumn(run.id, "version");
   const std::vector<std::pair<std::string, std::string>> broken = {
@@ -1997,6 +2036,9 @@ TEST_F(StoreErrors, EachRuleOfARunsRowRefusesAWriteThatBreaksItByName) {
       {"status = 'compensating'", "runs_compensating_check"},
       {"lease_expiries = -1", "runs_lease_expiries_check"},
       {"key_scope = 'sometimes'", "runs_key_scope_check"},
+      // Two broken at once: the first by name, as PostgreSQL checks
+      // constraints in the order of their names.
+      {"status = 'compensating', finished_at = now()", "runs_compensating_check"},
   };
   for (const auto& [assignment, constraint] : broken) {
     auto error = Catch<DatabaseError>([&] {
