@@ -2040,7 +2040,10 @@ TEST_F(StoreErrors, EachRuleOfARunsRowRefusesAWriteThatBreaksItByName) {
       // constraints in the order of their names.
       {"status = 'compensating', finished_at = now()", "runs_compensating_check"},
   };
-  for (const auto& [assignment, constraint] : broken) {
+  for (const auto& rule : broken) {
+    // Named copies: a lambda may not capture a structured binding (clang).
+    const std::string& assignment = rule.first;
+    const std::string& constraint = rule.second;
     auto error = Catch<DatabaseError>([&] {
       conn().Transact([&](store::Tx& tx) {
         store::ExecuteStepSql(
