@@ -1459,6 +1459,32 @@ TEST_F(StoreClaim, ReadsAFewRunsWhenMostOfTheTableIsReady) {
   }
 }
 
+// A session that leaves JIT on (the server's default: a session through a
+// pooler that drops cairn's session settings, a tool calling the SQL API)
+// has the claim compiled by nothing. Planned with enable_sort off, the
+// claim's plan costs its few remaining sorts as disabled, far past every
+// JIT threshold, and LLVM compiled it at each call: 0.3 s a claim.
+TEST_F(StoreClaim, CompilesNothingOnASessionThatLeavesJitOn) {
+  PgSession session(url());
+  if (session.Value("SELECT pg_jit_available()") != "t") GTEST_SKIP() << "the server has no JIT";
+  Ready("default", 0, -1);
+  session.Value("SET jit = on");
+  session.Value("SET client_min_messages = debug1");
+  // The control: a statement past jit_above_cost is compiled, and the
+  // server says so.
+  session.Value("SET jit_above_cost = 0");
+  session.Value("SELECT sum(g) FROM generate_series(1, 10) g");
+  EXPECT_THAT(session.TakeNotices(), testing::Contains(testing::HasSubstr("time to inline")));
+  session.Value("RESET jit_above_cost");
+  session.Value("BEGIN");
+  EXPECT_EQ(session.Value("SELECT count(*) FROM \"" + schema() +
+                          "\".claim_runs(ARRAY['default'], ARRAY['hash-1'], 1, 'worker-1', 30000)"),
+            "1");
+  session.Value("ROLLBACK");
+  EXPECT_THAT(session.TakeNotices(),
+              testing::Not(testing::Contains(testing::HasSubstr("time to"))));
+}
+
 // The claim's transaction commits without waiting for a WAL flush; the
 // session's next transaction (a checkpoint) waits for it again.
 TEST_F(StoreClaim, CommitsWithoutWaitingForTheWalFlushAndOnlyItself) {

@@ -1,12 +1,14 @@
 // A libpq session of a test's own, for what must outlive one statement
-// (advisory locks, many statements from one thread in a race). Not
-// thread-safe: one session per thread.
+// (advisory locks, many statements from one thread in a race) or what the
+// server says besides results (its notices). Not thread-safe: one session
+// per thread.
 #pragma once
 
 #include <libpq-fe.h>
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cairn::test {
@@ -19,6 +21,7 @@ class PgSession {
       PQfinish(conn_);
       throw std::runtime_error("connect: " + error);
     }
+    PQsetNoticeProcessor(conn_, &PgSession::Collect, &notices_);
   }
   ~PgSession() { PQfinish(conn_); }
   PgSession(const PgSession&) = delete;
@@ -45,8 +48,17 @@ class PgSession {
     return value;
   }
 
+  // The notices the server sent since the last call (warnings, and debug
+  // messages when client_min_messages asks for them), oldest first.
+  std::vector<std::string> TakeNotices() { return std::exchange(notices_, {}); }
+
  private:
+  static void Collect(void* notices, const char* message) {
+    static_cast<std::vector<std::string>*>(notices)->emplace_back(message);
+  }
+
   PGconn* conn_;
+  std::vector<std::string> notices_;
 };
 
 }  // namespace cairn::test
