@@ -2,7 +2,8 @@
 # sql/bench) into one generated C++ source, so the binary carries its SQL and
 # logs can name every query. Queries are named by file stem, unique across
 # the folders; migrations keep their file name, whose leading number is the
-# schema version.
+# schema version. A query may include another one's text with {query:NAME}
+# (GenerateSql.cmake).
 function(cairn_embed_sql)
   cmake_parse_arguments(ARG "" "OUTPUT;MIGRATIONS_DIR" "QUERIES_DIR" ${ARGN})
   file(GLOB migrations CONFIGURE_DEPENDS ${ARG_MIGRATIONS_DIR}/*.sql)

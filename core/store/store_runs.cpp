@@ -53,7 +53,7 @@ std::optional<std::string> RunErrorCode(Tx& tx, const std::string& run_id) {
 
 namespace {
 
-// save_checkpoint, claiming the slot's next run with it when `next` is set.
+// save_checkpoint, or save_checkpoint_and_claim when `next` is set.
 CheckpointAndNextRun SaveCheckpointWith(Tx& tx, const Checkpoint& c,
                                         const std::vector<RunEvent>& events, bool release_stack,
                                         const ClaimRequest* next) {
@@ -63,23 +63,23 @@ CheckpointAndNextRun SaveCheckpointWith(Tx& tx, const Checkpoint& c,
   // Only the last hold goes with the statement; a re-entrant holder keeps it.
   auto hold = t.session.stack_holds.find(c.run_id);
   const bool releases = release_stack && hold != t.session.stack_holds.end() && hold->second == 1;
-  std::optional<std::string> queues;
-  std::optional<std::string> hashes;
-  std::optional<std::string> worker;
-  std::optional<int64_t> lease_ms;
-  if (next) {
-    queues = ArrayLiteral(next->queues);
-    hashes = ArrayLiteral(next->definition_hashes);
-    worker = next->worker_id;
-    lease_ms = static_cast<int64_t>(next->lease.count());
-  }
+  const std::string context = c.context.dump();
+  const std::string status(ToString(c.status));
+  const std::string events_json = EventsJson(events);
+  const std::string compensations = c.compensations.dump();
+  const std::optional<std::string> final_status =
+      c.final_status ? std::optional<std::string>(ToString(*c.final_status)) : std::nullopt;
+  const std::optional<std::string> stack_schema =
+      releases ? std::optional<std::string>(t.session.options.schema) : std::nullopt;
   pqxx::result rows =
-      t.Exec("save_checkpoint", c.run_id, c.expected_version, c.context.dump(), c.cursor,
-             std::string(ToString(c.status)), c.attempt, c.run_at, c.delay_ms, c.lease_owner,
-             c.lease_ms, output, c.error, EventsJson(events), c.compensations.dump(),
-             c.final_status ? std::optional<std::string>(ToString(*c.final_status)) : std::nullopt,
-             releases ? std::optional<std::string>(t.session.options.schema) : std::nullopt, queues,
-             hashes, worker, lease_ms);
+      next ? t.Exec("save_checkpoint_and_claim", c.run_id, c.expected_version, context, c.cursor,
+                    status, c.attempt, c.run_at, c.delay_ms, c.lease_owner, c.lease_ms, output,
+                    c.error, events_json, compensations, final_status, stack_schema,
+                    ArrayLiteral(next->queues), ArrayLiteral(next->definition_hashes),
+                    next->worker_id, static_cast<int64_t>(next->lease.count()))
+           : t.Exec("save_checkpoint", c.run_id, c.expected_version, context, c.cursor, status,
+                    c.attempt, c.run_at, c.delay_ms, c.lease_owner, c.lease_ms, output, c.error,
+                    events_json, compensations, final_status, stack_schema);
   if (rows.empty()) {
     pqxx::result current = t.Exec("run_version", c.run_id);
     if (current.empty()) throw NotFoundError("run " + c.run_id + " does not exist");
@@ -91,7 +91,7 @@ CheckpointAndNextRun SaveCheckpointWith(Tx& tx, const Checkpoint& c,
   out.checkpoint = {row["checkpoint_version"].as<int64_t>(),
                     ParseRunStatus(row["checkpoint_status"].c_str()),
                     OptionalText(row["ended_with"])};
-  if (!row["id"].is_null()) out.next = TakeClaimedNextRun(t, row);
+  if (next && !row["id"].is_null()) out.next = TakeClaimedNextRun(t, row);
   return out;
 }
 
