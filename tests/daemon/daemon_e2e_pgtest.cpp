@@ -193,7 +193,8 @@ TEST_F(DaemonE2E, ZombieWhoseRunWasTakenOverCannotCommit) {
       [&] {
         return SqlInt(
                    "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
-                   "AND query LIKE '%pg_sleep%' AND application_name LIKE 'cairn slot%'") == 1;
+                   "AND query LIKE '%pg_sleep%' AND application_name LIKE 'cairn slot% " +
+                   daemon->worker_id() + "'") == 1;
       },
       10s, 10ms))
       << daemon->Log();
@@ -291,14 +292,7 @@ TEST_F(DaemonE2E, SigtermLetsStepsInFlightFinishAndReleasesEverything) {
   StartRuns("e2e_shutdown", 8, {{"sleep_ms", 1000}});
 
   // Four slots each hold a run's stack lock: their steps are running.
-  ASSERT_TRUE(PollUntil(
-      [&] {
-        return SqlInt(
-                   "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
-                   "WHERE l.locktype = 'advisory' AND l.granted "
-                   "AND a.application_name LIKE 'cairn slot%'") == 4;
-      },
-      10s, 10ms))
+  ASSERT_TRUE(PollUntil([&] { return StackLocksOfSlots(daemon->worker_id()) == 4; }, 10s, 10ms))
       << StatusSummary() << daemon->Log();
   const std::string in_flight =
       Sql("SELECT string_agg(id::text, ',' ORDER BY id) FROM {s}.runs WHERE status = 'running'");

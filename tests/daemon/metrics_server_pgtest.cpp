@@ -271,15 +271,7 @@ TEST_F(MetricsE2E, ReadyzSaysDrainingWhileStepsInFlightFinish) {
   // A slot holds the run's stack lock: its step is running. A run the
   // poller has claimed is running too, but a daemon told to stop before a
   // slot takes it gives it back at once, and exits with nothing to drain.
-  ASSERT_TRUE(PollUntil(
-      [&] {
-        return SqlInt(
-                   "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
-                   "WHERE l.locktype = 'advisory' AND l.granted "
-                   "AND a.application_name LIKE 'cairn slot% " +
-                   daemon->worker_id() + "'") == 1;
-      },
-      10s, 10ms));
+  ASSERT_TRUE(PollUntil([&] { return StackLocksOfSlots(daemon->worker_id()) == 1; }, 10s, 10ms));
   ASSERT_EQ(CountRuns("e2e_shutdown", "running"), 1);
   daemon->Terminate();
   HttpResult readyz;

@@ -105,6 +105,16 @@ class StoreTest : public PgTest {
         application_name + "'");
   }
 
+  // How many stack locks (session advisory locks) the slots of the daemon
+  // `worker_id` hold: one for each run whose step a slot is running. Other
+  // daemons on the same server, of tests running alongside, are not counted.
+  int64_t StackLocksOfSlots(const std::string& worker_id) const {
+    return SqlInt(
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE "
+        "l.locktype = 'advisory' AND l.granted AND a.application_name LIKE 'cairn slot% " +
+        worker_id + "'");
+  }
+
   // The value of a run's column as text, by admin SQL.
   std::string RunColumn(const std::string& run_id, const std::string& column) const {
     return Sql("SELECT " + column + " FROM {s}.runs WHERE id = '" + run_id + "'");
