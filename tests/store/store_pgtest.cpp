@@ -1461,7 +1461,7 @@ TEST_F(StoreClaim, ReadsAFewRunsWhenMostOfTheTableIsReady) {
 
 // A session that leaves JIT on (the server's default: a session through a
 // pooler that drops cairn's session settings, a tool calling the SQL API)
-// has the claim compiled by nothing. Planned with enable_sort off, the
+// does not have the claim compiled by LLVM. Planned with enable_sort off, the
 // claim's plan costs its few remaining sorts as disabled, far past every
 // JIT threshold, and LLVM compiled it at each call: 0.3 s a claim.
 TEST_F(StoreClaim, CompilesNothingOnASessionThatLeavesJitOn) {
@@ -1477,8 +1477,8 @@ TEST_F(StoreClaim, CompilesNothingOnASessionThatLeavesJitOn) {
   EXPECT_THAT(session.TakeNotices(), testing::Contains(testing::HasSubstr("time to inline")));
   session.Value("RESET jit_above_cost");
   session.Value("BEGIN");
-  EXPECT_EQ(session.Value("SELECT count(*) FROM \"" + schema() +
-                          "\".claim_runs(ARRAY['default'], ARRAY['hash-1'], 1, 'worker-1', 30000)"),
+  EXPECT_EQ(session.Value(InSchema("SELECT count(*) FROM {s}.claim_runs(ARRAY['default'], "
+                                   "ARRAY['hash-1'], 1, 'worker-1', 30000)")),
             "1");
   session.Value("ROLLBACK");
   EXPECT_THAT(session.TakeNotices(),
