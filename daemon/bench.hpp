@@ -234,12 +234,15 @@ class Bench {
   Fleet StartFleet(int workers, int slots, bool listen, int batch_size = 1);
   void StopFleet(Fleet& fleet);
   void WaitForSessions(int64_t before);
-  // Polls the tagged runs until `done` says so, showing `state` as progress;
-  // fails when a daemon of the fleet died or nothing moved for two minutes.
+  // Polls the tagged runs that are not yet finished, per status, until
+  // `done` says so, showing `state` as progress; fails when a daemon of the
+  // fleet died or nothing moved for two minutes. The phase's runs are all
+  // started before it: none left unfinished means all ended.
+  using UnfinishedRuns = std::unordered_map<RunStatus, int64_t>;
+  static int64_t Total(const UnfinishedRuns& unfinished);
   void WaitForRuns(const Json& tag, Fleet& fleet,
-                   const std::function<bool(const std::unordered_map<RunStatus, int64_t>&)>& done,
-                   const std::function<std::string(const std::unordered_map<RunStatus, int64_t>&,
-                                                   double)>& state);
+                   const std::function<bool(const UnfinishedRuns&)>& done,
+                   const std::function<std::string(const UnfinishedRuns&, double)>& state);
   std::vector<std::string> StartRuns(const char* workflow, const Json& tag, int count);
 
   // bench_throughput.cpp

@@ -119,16 +119,21 @@ void Bench::WaitForSessions(int64_t before) {
   }
 }
 
-void Bench::WaitForRuns(
-    const Json& tag, Fleet& fleet,
-    const std::function<bool(const std::unordered_map<RunStatus, int64_t>&)>& done,
-    const std::function<std::string(const std::unordered_map<RunStatus, int64_t>&, double)>&
-        state) {
+int64_t Bench::Total(const UnfinishedRuns& unfinished) {
+  int64_t total = 0;
+  for (const auto& [status, runs] : unfinished) total += runs;
+  return total;
+}
+
+void Bench::WaitForRuns(const Json& tag, Fleet& fleet,
+                        const std::function<bool(const UnfinishedRuns&)>& done,
+                        const std::function<std::string(const UnfinishedRuns&, double)>& state) {
   const auto started = Clock::now();
   auto moved = Clock::now();
-  std::unordered_map<RunStatus, int64_t> last;
+  UnfinishedRuns last;
   while (true) {
-    auto counts = admin_->Read([&](store::Tx& tx) { return store::bench::PhaseStatus(tx, tag); });
+    auto counts = admin_->Read(
+        [&](store::Tx& tx) { return store::bench::UnfinishedRunsOfPhase(tx, tag); });
     if (counts != last) moved = Clock::now();
     progress_.Update(state(counts, Seconds(Clock::now() - started)));
     if (done(counts)) return;

@@ -14,16 +14,14 @@ Bench::Resume Bench::MeasureResume(bool wake_hints) {
   const std::vector<std::string> ids = StartRuns(kWaitWorkflow, tag, settings_.signals);
   Fleet fleet = StartFleet(1, slots, wake_hints);
   const int64_t total = settings_.signals;
-  auto count_of = [](const std::unordered_map<RunStatus, int64_t>& counts, RunStatus status) {
-    auto found = counts.find(status);
-    return found == counts.end() ? int64_t{0} : found->second;
+  auto waiting = [](const UnfinishedRuns& unfinished) {
+    auto found = unfinished.find(RunStatus::kWaiting);
+    return found == unfinished.end() ? int64_t{0} : found->second;
   };
   WaitForRuns(
-      tag, fleet,
-      [&](const auto& counts) { return count_of(counts, RunStatus::kWaiting) >= total; },
-      [&](const auto& counts, double) {
-        return std::to_string(count_of(counts, RunStatus::kWaiting)) + "/" + std::to_string(total) +
-               " runs waiting";
+      tag, fleet, [&](const UnfinishedRuns& unfinished) { return waiting(unfinished) >= total; },
+      [&](const UnfinishedRuns& unfinished, double) {
+        return std::to_string(waiting(unfinished)) + "/" + std::to_string(total) + " runs waiting";
       });
   for (size_t i = 0; i < ids.size(); ++i) {
     const auto outcome = admin_->connection().Autocommit(
@@ -39,14 +37,10 @@ Bench::Resume Bench::MeasureResume(bool wake_hints) {
     Sleep(settings_.signal_spacing);
   }
   WaitForRuns(
-      tag, fleet,
-      [&](const auto& counts) {
-        return count_of(counts, RunStatus::kCompleted) + count_of(counts, RunStatus::kFailed) >=
-               total;
-      },
-      [&](const auto& counts, double) {
-        return std::to_string(count_of(counts, RunStatus::kCompleted)) + "/" +
-               std::to_string(total) + " runs resumed and completed";
+      tag, fleet, [](const UnfinishedRuns& unfinished) { return Total(unfinished) == 0; },
+      [&](const UnfinishedRuns& unfinished, double) {
+        return std::to_string(total - Total(unfinished)) + "/" + std::to_string(total) +
+               " runs resumed and ended";
       });
   StopFleet(fleet);
   const auto latencies =

@@ -31,20 +31,11 @@ Bench::Throughput Bench::MeasureThroughput(int workers, int slots, int batch_siz
   Fleet fleet = StartFleet(workers, slots, true, batch_size);
   const int64_t steps_per_run = static_cast<int64_t>(Workflow(kThroughputWorkflow).steps.size());
   WaitForRuns(
-      tag, fleet,
-      [&](const auto& counts) {
-        int64_t ended = 0;
-        for (const auto& [status, n] : counts) {
-          if (status == RunStatus::kCompleted || status == RunStatus::kFailed) ended += n;
-        }
-        return ended >= settings_.runs;
-      },
-      [&](const auto& counts, double seconds) {
-        const auto completed = counts.count(RunStatus::kCompleted) != 0
-                                   ? counts.at(RunStatus::kCompleted)
-                                   : int64_t{0};
-        return std::to_string(completed) + "/" + std::to_string(settings_.runs) + " runs, ~" +
-               bench::FormatRate(static_cast<double>(completed * steps_per_run) /
+      tag, fleet, [](const UnfinishedRuns& unfinished) { return Total(unfinished) == 0; },
+      [&](const UnfinishedRuns& unfinished, double seconds) {
+        const int64_t ended = settings_.runs - Total(unfinished);
+        return std::to_string(ended) + "/" + std::to_string(settings_.runs) + " runs, ~" +
+               bench::FormatRate(static_cast<double>(ended * steps_per_run) /
                                  std::max(seconds, 0.001)) +
                " steps/s";
       });

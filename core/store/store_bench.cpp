@@ -82,6 +82,13 @@ void ExecUtility(Tx& tx, const char* name) {
   }
 }
 
+// Rows of (status, count).
+std::unordered_map<RunStatus, int64_t> CountsByStatus(const pqxx::result& rows) {
+  std::unordered_map<RunStatus, int64_t> counts;
+  for (const auto& row : rows) counts[ParseRunStatus(row[0].c_str())] = row[1].as<int64_t>();
+  return counts;
+}
+
 }  // namespace
 
 void AnalyzeRuns(Tx& tx) { ExecUtility(tx, "bench_analyze_runs"); }
@@ -93,11 +100,11 @@ bool MayCheckpoint(Tx& tx) { return Internal(tx).Exec("bench_may_checkpoint")[0]
 void Checkpoint(Tx& tx) { ExecUtility(tx, "bench_checkpoint"); }
 
 std::unordered_map<RunStatus, int64_t> PhaseStatus(Tx& tx, const Json& tag) {
-  std::unordered_map<RunStatus, int64_t> counts;
-  for (const auto& row : Internal(tx).Exec("bench_phase_status", tag.dump())) {
-    counts[ParseRunStatus(row[0].c_str())] = row[1].as<int64_t>();
-  }
-  return counts;
+  return CountsByStatus(Internal(tx).Exec("bench_phase_status", tag.dump()));
+}
+
+std::unordered_map<RunStatus, int64_t> UnfinishedRunsOfPhase(Tx& tx, const Json& tag) {
+  return CountsByStatus(Internal(tx).Exec("bench_phase_unfinished", tag.dump()));
 }
 
 PhaseWindow ReadPhaseWindow(Tx& tx, const Json& tag) {

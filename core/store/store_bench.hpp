@@ -98,6 +98,10 @@ void Checkpoint(Tx& tx);
 
 // Runs tagged with `tag` (a JSON object their input contains), per status.
 std::unordered_map<RunStatus, int64_t> PhaseStatus(Tx& tx, const Json& tag);
+// The tagged runs not yet finished (ready, running, waiting, compensating),
+// per status, read through those statuses' indexes alone: what a phase polls
+// while it runs.
+std::unordered_map<RunStatus, int64_t> UnfinishedRunsOfPhase(Tx& tx, const Json& tag);
 
 struct PhaseWindow {
   int64_t steps = 0;     // step commits of the tagged runs

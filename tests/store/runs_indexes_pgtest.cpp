@@ -8,9 +8,11 @@
 
 #include <chrono>
 #include <map>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
+#include "store_bench.hpp"
 #include "store_console.hpp"
 #include "store_fixture.hpp"
 
@@ -200,6 +202,33 @@ TEST_F(RunsIndexes, AListPageReadsAboutAPageOfRuns) {
       EXPECT_LE(RunRowsRead(tx) - before, 250);
     });
   }
+}
+
+// What `cairn bench` polls while a phase drains: the phase's unfinished runs
+// per status, read through the indexes of those statuses. The finished runs
+// of the phases before, the bulk of the table, are never read: a poll that
+// scanned them every 200 ms would take CPU from the daemons it measures.
+TEST_F(RunsIndexes, TheBenchmarksPollReadsOnlyThePhasesUnfinishedRuns) {
+  SeedFinishedBulk();
+  Sql("INSERT INTO {s}.runs (workflow, definition_version, definition_hash, cursor, status, "
+      "lease_owner, lease_expires_at, finished_at, final_status, input) "
+      "SELECT 'orders', 1, 'hash-1', 'reserve', s, "
+      "CASE WHEN s = 'running' THEN 'worker-1' END, "
+      "CASE WHEN s = 'running' THEN now() + interval '1 hour' END, "
+      "CASE WHEN s = 'completed' THEN now() END, "
+      "CASE WHEN s = 'compensating' THEN 'failed' END, '{\"cairn_bench\": \"phase a\"}' "
+      "FROM unnest(ARRAY['ready', 'ready', 'ready', 'running', 'waiting', 'waiting', "
+      "'compensating', 'completed', 'completed']) s");
+  Sql("ANALYZE {s}.runs");
+  conn().Transact([&](store::Tx& tx) {
+    const int64_t before = RunRowsRead(tx);
+    const auto unfinished = store::bench::UnfinishedRunsOfPhase(tx, {{"cairn_bench", "phase a"}});
+    EXPECT_EQ(unfinished, (std::unordered_map<RunStatus, int64_t>{{RunStatus::kReady, 3},
+                                                                   {RunStatus::kRunning, 1},
+                                                                   {RunStatus::kWaiting, 2},
+                                                                   {RunStatus::kCompensating, 1}}));
+    EXPECT_LE(RunRowsRead(tx) - before, 100);
+  });
 }
 
 }  // namespace
