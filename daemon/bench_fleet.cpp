@@ -132,8 +132,8 @@ void Bench::WaitForRuns(const Json& tag, Fleet& fleet,
   auto moved = Clock::now();
   UnfinishedRuns last;
   while (true) {
-    auto counts = admin_->Read(
-        [&](store::Tx& tx) { return store::bench::UnfinishedRunsOfPhase(tx, tag); });
+    auto counts =
+        admin_->Read([&](store::Tx& tx) { return store::bench::UnfinishedRunsOfPhase(tx, tag); });
     if (counts != last) moved = Clock::now();
     progress_.Update(state(counts, Seconds(Clock::now() - started)));
     if (done(counts)) return;

@@ -8,8 +8,8 @@
 
 #include <chrono>
 #include <map>
-#include <unordered_map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "store_bench.hpp"
@@ -224,9 +224,9 @@ TEST_F(RunsIndexes, TheBenchmarksPollReadsOnlyThePhasesUnfinishedRuns) {
     const int64_t before = RunRowsRead(tx);
     const auto unfinished = store::bench::UnfinishedRunsOfPhase(tx, {{"cairn_bench", "phase a"}});
     EXPECT_EQ(unfinished, (std::unordered_map<RunStatus, int64_t>{{RunStatus::kReady, 3},
-                                                                   {RunStatus::kRunning, 1},
-                                                                   {RunStatus::kWaiting, 2},
-                                                                   {RunStatus::kCompensating, 1}}));
+                                                                  {RunStatus::kRunning, 1},
+                                                                  {RunStatus::kWaiting, 2},
+                                                                  {RunStatus::kCompensating, 1}}));
     EXPECT_LE(RunRowsRead(tx) - before, 100);
   });
 }
