@@ -55,6 +55,9 @@ struct Settings {
   std::vector<int> batch_sizes{32};
   std::vector<int> batch_concurrency{1, 2, 8};
   int runs = 2000;
+  // How many times the throughput rows are measured, each cairn row with its
+  // pgbench run right after it; the report adds each row's medians.
+  int rounds = 3;
   int claim_rows = 1000000;
   int claim_samples = 500;
   milliseconds claim_budget{30000};  // per backlog
@@ -136,6 +139,7 @@ class Bench {
     int64_t steps = 0;
     double seconds = 0;
     double wall_seconds = 0;
+    int round = 1;       // of settings_.rounds
     size_t ceiling = 0;  // its pgbench run, measured right after it (pgbench_runs_)
     bench::UnitCost draining;
     bench::UnitCost with_start;
@@ -246,7 +250,7 @@ class Bench {
   std::vector<std::string> StartRuns(const char* workflow, const Json& tag, int count);
 
   // bench_throughput.cpp
-  Throughput MeasureThroughput(int workers, int slots, int batch_size = 1);
+  Throughput MeasureThroughput(int round, int workers, int slots, int batch_size);
   // The pgbench step from `clients` sessions, `per_client` transactions
   // each, with more pgbench `options`, logged to the file `name` of the
   // temporary folder; on runs filled for it beforehand.
@@ -267,6 +271,26 @@ class Bench {
   Fill FillClaimRuns(int count, bool finished);
 
   // bench_output.cpp
+  static double StepsPerSecond(const Throughput& row);
+  // A throughput row's fleet, and its round when there are several: how
+  // the table and its pgbench run name it.
+  std::string RowName(const Throughput& row) const;
+  // Each throughput row's medians over its rounds (the ratio's: of each
+  // round's ratio to the pgbench run right after it), in the order the
+  // rows are measured in a round.
+  struct RowMedians {
+    int workers = 0;
+    int slots = 0;
+    int batch_size = 1;
+    int rounds = 0;
+    double steps_per_second = 0;
+    double workflows_per_second = 0;
+    double pgbench_steps_per_second = 0;
+    double ratio = 0;
+    double min_ratio = 0;
+    double max_ratio = 0;
+  };
+  std::vector<RowMedians> Medians() const;
   std::string Report(const bench::Machine& machine, double load_before, double load_after) const;
   Json ReportJson(const bench::Machine& machine, double load_before, double load_after) const;
 

@@ -1,5 +1,6 @@
 // What `cairn bench` prints: the markdown table for people (the machine, the
 // server and the settings above it) and one JSON object for scripts.
+#include <algorithm>
 #include <sstream>
 
 #include "bench.hpp"
@@ -20,6 +21,53 @@ Json CostJson(const bench::UnitCost& cost) {
 
 }  // namespace
 
+double Bench::StepsPerSecond(const Throughput& row) {
+  return static_cast<double>(row.steps) / row.seconds;
+}
+
+std::string Bench::RowName(const Throughput& row) const {
+  std::string name = bench::FormatFleet(row.workers, row.slots, row.batch_size);
+  if (settings_.rounds > 1) {
+    name += ", round " + std::to_string(row.round) + " of " + std::to_string(settings_.rounds);
+  }
+  return name;
+}
+
+std::vector<Bench::RowMedians> Bench::Medians() const {
+  std::vector<RowMedians> medians;
+  for (const auto& first : throughput_) {
+    if (first.round != 1) continue;
+    std::vector<double> steps;
+    std::vector<double> workflows;
+    std::vector<double> ceilings;
+    std::vector<double> ratios;
+    for (const auto& row : throughput_) {
+      if (row.workers != first.workers || row.slots != first.slots ||
+          row.batch_size != first.batch_size) {
+        continue;
+      }
+      const double ceiling = pgbench_runs_.at(row.ceiling).tps;
+      steps.push_back(StepsPerSecond(row));
+      workflows.push_back(static_cast<double>(row.runs) / row.seconds);
+      ceilings.push_back(ceiling);
+      ratios.push_back(StepsPerSecond(row) / ceiling);
+    }
+    RowMedians m;
+    m.workers = first.workers;
+    m.slots = first.slots;
+    m.batch_size = first.batch_size;
+    m.rounds = static_cast<int>(ratios.size());
+    m.steps_per_second = bench::Percentile(steps, 50);
+    m.workflows_per_second = bench::Percentile(workflows, 50);
+    m.pgbench_steps_per_second = bench::Percentile(ceilings, 50);
+    m.ratio = bench::Percentile(ratios, 50);
+    m.min_ratio = *std::min_element(ratios.begin(), ratios.end());
+    m.max_ratio = *std::max_element(ratios.begin(), ratios.end());
+    medians.push_back(m);
+  }
+  return medians;
+}
+
 std::string Bench::Report(const bench::Machine& machine, double load_before,
                           double load_after) const {
   std::ostringstream out;
@@ -35,7 +83,9 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
       << ", worker.claim_batch " << config_.worker.claim_batch
       << " (0: the slots), worker.poll_interval " << FormatDuration(config_.worker.poll_interval)
       << "; " << settings_.runs << " " << kThroughputWorkflow
-      << " runs started beforehand per row, one per transaction\n"
+      << " runs started beforehand per row, one per transaction; " << settings_.rounds
+      << (settings_.rounds == 1 ? " round" : " rounds")
+      << " of the throughput rows, each row with its pgbench run right after it\n"
       << "per step or start: transactions committed (read-only ones included) · durable commits "
          "(transactions that wrote) · WAL bytes · full-page images in the WAL\n"
       << (may_checkpoint_
@@ -49,17 +99,33 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
   const auto sessions = [](int n) {
     return std::to_string(n) + (n == 1 ? " session" : " sessions");
   };
+  const auto throughput_figure = [](int batch_size) {
+    return std::string(kThroughputWorkflow) +
+           (batch_size > 1 ? " throughput, batch mode" : " throughput");
+  };
+  const auto rates = [](double steps, double workflows) {
+    return bench::FormatRate(steps) + " steps/s, " + bench::FormatRate(workflows) + " workflows/s";
+  };
   for (const auto& t : throughput_) {
-    const double steps = static_cast<double>(t.steps) / t.seconds;
+    const double steps = StepsPerSecond(t);
     const double workflows = static_cast<double>(t.runs) / t.seconds;
     const auto& ceiling = pgbench_runs_.at(t.ceiling);
-    rows.push_back(
-        {std::string(kThroughputWorkflow) +
-             (t.batch_size > 1 ? " throughput, batch mode" : " throughput"),
-         bench::FormatFleet(t.workers, t.slots, t.batch_size),
-         bench::FormatRate(steps) + " steps/s, " + bench::FormatRate(workflows) + " workflows/s",
-         bench::FormatRate(ceiling.tps) + " steps/s", bench::FormatRatio(steps / ceiling.tps),
-         bench::FormatCost(t.draining), bench::FormatCost(t.with_start)});
+    rows.push_back({throughput_figure(t.batch_size), RowName(t), rates(steps, workflows),
+                    bench::FormatRate(ceiling.tps) + " steps/s",
+                    bench::FormatRatio(steps / ceiling.tps), bench::FormatCost(t.draining),
+                    bench::FormatCost(t.with_start)});
+  }
+  if (settings_.rounds > 1) {
+    for (const auto& m : Medians()) {
+      rows.push_back(
+          {throughput_figure(m.batch_size) + ", median of " + std::to_string(m.rounds) + " rounds",
+           bench::FormatFleet(m.workers, m.slots, m.batch_size),
+           rates(m.steps_per_second, m.workflows_per_second),
+           bench::FormatRate(m.pgbench_steps_per_second) + " steps/s",
+           bench::FormatRatio(m.ratio) + " (" + bench::FormatRatio(m.min_ratio) + " to " +
+               bench::FormatRatio(m.max_ratio) + ")",
+           "", ""});
+    }
   }
   for (const auto& p : pgbench_runs_) {
     rows.push_back({"pgbench step (the ceiling)", sessions(p.clients) + ", after " + p.after, "",
@@ -149,6 +215,7 @@ Json Bench::ReportJson(const bench::Machine& machine, double load_before, double
                       {"max_wal_size", server_.max_wal_size}};
   result["settings"] = {{"quick", settings_.quick},
                         {"runs_per_row", settings_.runs},
+                        {"rounds", settings_.rounds},
                         {"isolation", config_.plugins.isolation},
                         {"claim_batch", config_.EffectiveClaimBatch()},
                         {"poll_interval_ms", config_.worker.poll_interval.count()},
@@ -165,7 +232,7 @@ Json Bench::ReportJson(const bench::Machine& machine, double load_before, double
   result["pgbench"] = pgbench;
   Json throughput = Json::array();
   for (const auto& t : throughput_) {
-    const double steps = static_cast<double>(t.steps) / t.seconds;
+    const double steps = StepsPerSecond(t);
     const double ceiling = pgbench_runs_.at(t.ceiling).tps;
     throughput.push_back({{"workflow", kThroughputWorkflow},
                           {"daemons", "cairn run processes"},
@@ -173,6 +240,7 @@ Json Bench::ReportJson(const bench::Machine& machine, double load_before, double
                           {"slots_per_process", t.slots},
                           {"batch_size", t.batch_size},
                           {"sessions", t.workers * t.slots},
+                          {"round", t.round},
                           {"runs", t.runs},
                           {"steps", t.steps},
                           {"seconds", t.seconds},
@@ -185,6 +253,20 @@ Json Bench::ReportJson(const bench::Machine& machine, double load_before, double
                           {"per_step_with_start", CostJson(t.with_start)}});
   }
   result["throughput"] = throughput;
+  Json medians = Json::array();
+  for (const auto& m : Medians()) {
+    medians.push_back({{"processes", m.workers},
+                       {"slots_per_process", m.slots},
+                       {"batch_size", m.batch_size},
+                       {"rounds", m.rounds},
+                       {"steps_per_second", m.steps_per_second},
+                       {"workflows_per_second", m.workflows_per_second},
+                       {"pgbench_steps_per_second", m.pgbench_steps_per_second},
+                       {"ratio_to_pgbench", m.ratio},
+                       {"min_ratio_to_pgbench", m.min_ratio},
+                       {"max_ratio_to_pgbench", m.max_ratio}});
+  }
+  result["throughput_medians"] = medians;
   Json starts = Json::array();
   for (const auto& s : starts_) {
     const double rate = static_cast<double>(s.starts) / s.seconds;

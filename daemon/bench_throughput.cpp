@@ -14,12 +14,17 @@
 
 namespace cairn::cli::benchmark {
 
-Bench::Throughput Bench::MeasureThroughput(int workers, int slots, int batch_size) {
-  const std::string label =
-      kThroughputWorkflow + std::string(", ") + bench::FormatFleet(workers, slots, batch_size);
-  progress_.Begin(label);
+Bench::Throughput Bench::MeasureThroughput(int round, int workers, int slots, int batch_size) {
+  Throughput result;
+  result.round = round;
+  result.workers = workers;
+  result.slots = slots;
+  result.batch_size = batch_size;
+  progress_.Begin(kThroughputWorkflow + std::string(", ") + RowName(result));
+  // Each round's runs apart from the others', whose window is long over.
   const Json tag = {{"cairn_bench", "throughput " + std::to_string(workers) + "x" +
-                                        std::to_string(slots) + "x" + std::to_string(batch_size)}};
+                                        std::to_string(slots) + "x" + std::to_string(batch_size) +
+                                        " round " + std::to_string(round)}};
   SettleServer();
   const auto before_start = admin_->Snapshot();
   progress_.Update("starting " + std::to_string(settings_.runs) + " runs");
@@ -52,10 +57,6 @@ Bench::Throughput Bench::MeasureThroughput(int workers, int slots, int batch_siz
   }
   const auto window =
       admin_->Read([&](store::Tx& tx) { return store::bench::ReadPhaseWindow(tx, tag); });
-  Throughput result;
-  result.workers = workers;
-  result.slots = slots;
-  result.batch_size = batch_size;
   result.runs = settings_.runs;
   result.steps = window.steps;
   result.seconds = std::max(window.seconds, 1e-6);

@@ -68,6 +68,7 @@ Settings ReadSettings(const po::variables_map& vm) {
     s.batch_sizes = {8};
     s.batch_concurrency = {2};
     s.runs = 200;
+    s.rounds = 1;
     s.claim_rows = 20000;
     s.claim_samples = 50;
     s.single_starts = 200;
@@ -95,6 +96,7 @@ Settings ReadSettings(const po::variables_map& vm) {
     }
   };
   positive("runs", s.runs, 1, 10000000);
+  positive("rounds", s.rounds, 1, 20);
   positive("claim-rows", s.claim_rows, 2 * kClaimReady, 100000000);
   positive("signals", s.signals, 1, 100000);
   return s;
@@ -232,18 +234,21 @@ int Bench::Run(bool json) {
   Prepare();
   may_checkpoint_ = admin_->Read([](store::Tx& tx) { return store::bench::MayCheckpoint(tx); });
 
-  // Each cairn row, then pgbench at the same sessions.
-  const auto throughput_row = [&](int workers, int slots, int batch_size) {
-    throughput_.push_back(MeasureThroughput(workers, slots, batch_size));
-    const size_t ceiling =
-        MeasurePgbench(workers * slots, bench::FormatFleet(workers, slots, batch_size));
+  // Each cairn row, then pgbench at the same sessions. A round measures
+  // every row once, so that a spell of noise on a shared machine falls on
+  // one round of each row, not on every round of one row.
+  const auto throughput_row = [&](int round, int workers, int slots, int batch_size) {
+    throughput_.push_back(MeasureThroughput(round, workers, slots, batch_size));
+    const size_t ceiling = MeasurePgbench(workers * slots, RowName(throughput_.back()));
     throughput_.back().ceiling = ceiling;
   };
-  for (int workers : settings_.workers) {
-    for (int slots : settings_.concurrency) throughput_row(workers, slots, 1);
-  }
-  for (int batch_size : settings_.batch_sizes) {
-    for (int slots : settings_.batch_concurrency) throughput_row(1, slots, batch_size);
+  for (int round = 1; round <= settings_.rounds; ++round) {
+    for (int workers : settings_.workers) {
+      for (int slots : settings_.concurrency) throughput_row(round, workers, slots, 1);
+    }
+    for (int batch_size : settings_.batch_sizes) {
+      for (int slots : settings_.batch_concurrency) throughput_row(round, 1, slots, batch_size);
+    }
   }
   // Rows of starts share the pgbench run measured right after them.
   const auto starts_rows = [&](std::vector<Starts> rows, int sessions, const std::string& what) {
@@ -310,6 +315,9 @@ po::options_description BenchOptions() {
       "comma-separated (default 32)")(
       "runs", po::value<int>()->value_name("N"),
       "noop3 runs started before each throughput row (default 2000)")(
+      "rounds", po::value<int>()->value_name("N"),
+      "times each throughput row and its pgbench run are measured, alternating; the table "
+      "adds each row's medians (default 3, 1 with --quick)")(
       "claim-rows", po::value<int>()->value_name("N"),
       "ready runs, and finished runs, of the claim's large backlog (default 1000000)")(
       "signals", po::value<int>()->value_name("N"),

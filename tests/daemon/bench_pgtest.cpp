@@ -6,7 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 #include <string>
 #include <tuple>
@@ -95,6 +97,14 @@ TEST_F(BenchCommand, QuickRunReportsEveryFigureAndDropsItsSchema) {
       << "the scratch schema's roles were left behind";
   EXPECT_EQ(UserRuns(), 1) << "the user's schema was touched";
   EXPECT_TRUE(report["settings"]["quick"].get<bool>());
+  // One round with --quick: each row's medians are its own figures.
+  EXPECT_EQ(report["settings"]["rounds"].get<int>(), 1);
+  ASSERT_EQ(report["throughput_medians"].size(), report["throughput"].size());
+  for (size_t i = 0; i < report["throughput"].size(); ++i) {
+    EXPECT_EQ(report["throughput_medians"][i]["rounds"].get<int>(), 1);
+    EXPECT_DOUBLE_EQ(report["throughput_medians"][i]["ratio_to_pgbench"].get<double>(),
+                     report["throughput"][i]["ratio_to_pgbench"].get<double>());
+  }
   EXPECT_TRUE(report["server"]["fsync"].is_string());
   EXPECT_GT(report["machine"]["cores"].get<int>(), 0);
 
@@ -127,6 +137,7 @@ TEST_F(BenchCommand, QuickRunReportsEveryFigureAndDropsItsSchema) {
       // at least one a step.
       EXPECT_LT(t["per_step_draining"]["durable_commits"].get<double>(), 0.6);
     }
+    EXPECT_EQ(t["round"].get<int>(), 1);
     EXPECT_EQ(t["runs"].get<int64_t>(), 200);
     EXPECT_EQ(t["steps"].get<int64_t>(), 600);
     EXPECT_GT(t["steps_per_second"].get<double>(), 0);
@@ -193,6 +204,55 @@ TEST_F(BenchCommand, QuickRunReportsEveryFigureAndDropsItsSchema) {
   EXPECT_GT(report["daemon"]["start_to_ready_ms"].get<double>(), 0);
 }
 
+// Each round measures every throughput row again on runs of its own, with
+// pgbench right after it, and the report adds each row's medians: the
+// ratio's is the median of the rounds' own ratios.
+TEST_F(BenchCommand, RoundsMeasureEveryRowAgainAndReportItsMedians) {
+  const CommandResult result =
+      Bench({"--quick", "--json", "--rounds", "3", "--workers", "1", "--concurrency", "1"});
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  const Json report = Json::parse(result.out);
+  EXPECT_EQ(report["settings"]["rounds"].get<int>(), 3);
+  // One slot, and the batch mode row of --quick.
+  std::map<std::tuple<int, int, int>, std::vector<double>> ratios;
+  std::map<std::tuple<int, int, int>, std::set<int>> rounds;
+  for (const auto& t : report["throughput"]) {
+    const auto row = std::make_tuple(t["processes"].get<int>(), t["slots_per_process"].get<int>(),
+                                     t["batch_size"].get<int>());
+    SCOPED_TRACE(t.dump());
+    // Only this round's runs: the runs of the rounds before it are not in
+    // its window.
+    EXPECT_EQ(t["steps"].get<int64_t>(), 600);
+    rounds[row].insert(t["round"].get<int>());
+    ratios[row].push_back(t["ratio_to_pgbench"].get<double>());
+  }
+  const std::set<int> all_rounds{1, 2, 3};
+  ASSERT_EQ(rounds.size(), 2u);
+  for (const auto& [row, seen] : rounds) EXPECT_EQ(seen, all_rounds);
+  for (const char* round : {"round 1 of 3", "round 2 of 3", "round 3 of 3"}) {
+    EXPECT_EQ(std::count_if(report["pgbench"].begin(), report["pgbench"].end(),
+                            [&](const Json& p) {
+                              return p["after"].get<std::string>().find(round) != std::string::npos;
+                            }),
+              2)
+        << round;
+  }
+  ASSERT_EQ(report["throughput_medians"].size(), 2u);
+  for (const auto& m : report["throughput_medians"]) {
+    SCOPED_TRACE(m.dump());
+    const auto row = std::make_tuple(m["processes"].get<int>(), m["slots_per_process"].get<int>(),
+                                     m["batch_size"].get<int>());
+    std::vector<double> sorted = ratios.at(row);
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(m["rounds"].get<int>(), 3);
+    EXPECT_DOUBLE_EQ(m["ratio_to_pgbench"].get<double>(), sorted[1]);
+    EXPECT_DOUBLE_EQ(m["min_ratio_to_pgbench"].get<double>(), sorted[0]);
+    EXPECT_DOUBLE_EQ(m["max_ratio_to_pgbench"].get<double>(), sorted[2]);
+    EXPECT_GT(m["steps_per_second"].get<double>(), 0);
+    EXPECT_GT(m["pgbench_steps_per_second"].get<double>(), 0);
+  }
+}
+
 TEST_F(BenchCommand, RefusesASchemaItDidNotCreate) {
   const CommandResult result = Bench({"--quick", "--schema", schema()});
   EXPECT_EQ(result.exit_code, 2) << result.err;
@@ -208,6 +268,12 @@ TEST_F(BenchCommand, BadOptionsChangeNothing) {
   EXPECT_EQ(refused.exit_code, 2) << refused.err;
   EXPECT_THAT(refused.err, HasSubstr("--runs"));
   EXPECT_FALSE(SchemaExists(scratch)) << "bad input changed something";
+  for (const char* rounds : {"0", "21"}) {
+    const CommandResult too_many = Bench({"--quick", "--schema", scratch, "--rounds", rounds});
+    EXPECT_EQ(too_many.exit_code, 2) << too_many.err;
+    EXPECT_THAT(too_many.err, HasSubstr("--rounds must be between 1 and 20"));
+    EXPECT_FALSE(SchemaExists(scratch)) << "bad input changed something";
+  }
 }
 
 }  // namespace
