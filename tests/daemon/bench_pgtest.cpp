@@ -269,9 +269,9 @@ TEST_F(BenchCommand, BadOptionsChangeNothing) {
   EXPECT_THAT(refused.err, HasSubstr("--runs"));
   EXPECT_FALSE(SchemaExists(scratch)) << "bad input changed something";
   for (const char* rounds : {"0", "21"}) {
-    const CommandResult too_many = Bench({"--quick", "--schema", scratch, "--rounds", rounds});
-    EXPECT_EQ(too_many.exit_code, 2) << too_many.err;
-    EXPECT_THAT(too_many.err, HasSubstr("--rounds must be between 1 and 20"));
+    const CommandResult out_of_range = Bench({"--quick", "--schema", scratch, "--rounds", rounds});
+    EXPECT_EQ(out_of_range.exit_code, 2) << out_of_range.err;
+    EXPECT_THAT(out_of_range.err, HasSubstr("--rounds must be between 1 and 20"));
     EXPECT_FALSE(SchemaExists(scratch)) << "bad input changed something";
   }
 }
