@@ -82,10 +82,11 @@ TEST_F(BenchCommand, QuickRunReportsEveryFigureAndDropsItsSchema) {
 
   // The harness connects as a superuser: every phase that reports a cost
   // per unit (each throughput row, each pgbench run, each start row and
-  // pgbench's step latency) starts right after a checkpoint of its own.
+  // pgbench's step latency), and each backlog's claims after its fill,
+  // starts right after a checkpoint of its own.
   EXPECT_TRUE(report["settings"]["checkpoint_before_phases"].get<bool>());
-  const size_t costed_phases =
-      report["throughput"].size() + report["pgbench"].size() + report["starts"].size() + 1;
+  const size_t costed_phases = report["throughput"].size() + report["pgbench"].size() +
+                               report["starts"].size() + 1 + report["claim_latency"].size();
   EXPECT_GE(SqlInt("SELECT checkpoints_req FROM pg_stat_bgwriter") - checkpoints_before,
             static_cast<int64_t>(costed_phases));
 
