@@ -272,6 +272,7 @@ class Bench {
 
   // bench_output.cpp
   static double StepsPerSecond(const Throughput& row);
+  static double WorkflowsPerSecond(const Throughput& row);
   // A throughput row's fleet, and its round when there are several: how
   // the table and its pgbench run name it.
   std::string RowName(const Throughput& row) const;

@@ -25,6 +25,10 @@ double Bench::StepsPerSecond(const Throughput& row) {
   return static_cast<double>(row.steps) / row.seconds;
 }
 
+double Bench::WorkflowsPerSecond(const Throughput& row) {
+  return static_cast<double>(row.runs) / row.seconds;
+}
+
 std::string Bench::RowName(const Throughput& row) const {
   std::string name = bench::FormatFleet(row.workers, row.slots, row.batch_size);
   if (settings_.rounds > 1) {
@@ -48,7 +52,7 @@ std::vector<Bench::RowMedians> Bench::Medians() const {
       }
       const double ceiling = pgbench_runs_.at(row.ceiling).tps;
       steps.push_back(StepsPerSecond(row));
-      workflows.push_back(static_cast<double>(row.runs) / row.seconds);
+      workflows.push_back(WorkflowsPerSecond(row));
       ceilings.push_back(ceiling);
       ratios.push_back(StepsPerSecond(row) / ceiling);
     }
@@ -108,7 +112,7 @@ std::string Bench::Report(const bench::Machine& machine, double load_before,
   };
   for (const auto& t : throughput_) {
     const double steps = StepsPerSecond(t);
-    const double workflows = static_cast<double>(t.runs) / t.seconds;
+    const double workflows = WorkflowsPerSecond(t);
     const auto& ceiling = pgbench_runs_.at(t.ceiling);
     rows.push_back({throughput_figure(t.batch_size), RowName(t), rates(steps, workflows),
                     bench::FormatRate(ceiling.tps) + " steps/s",
@@ -246,7 +250,7 @@ Json Bench::ReportJson(const bench::Machine& machine, double load_before, double
                           {"seconds", t.seconds},
                           {"wall_seconds", t.wall_seconds},
                           {"steps_per_second", steps},
-                          {"workflows_per_second", static_cast<double>(t.runs) / t.seconds},
+                          {"workflows_per_second", WorkflowsPerSecond(t)},
                           {"pgbench_steps_per_second", ceiling},
                           {"ratio_to_pgbench", steps / ceiling},
                           {"per_step_draining", CostJson(t.draining)},
