@@ -150,11 +150,12 @@ void Worker::SlotLoop(int slot) {
       if (wake_request) {
         pulse.Beat(options_.lease);  // a claim that hangs makes the slot late
         std::optional<Claimed> woken;
+        bool claim_failed = false;
         try {
           woken = ClaimOnSession(*executor, *wake_request, executor_definitions);
         } catch (const std::exception& e) {
           spdlog::warn("slot {}: claiming on a wake-up: {}", slot, e.what());
-          WakePoller();
+          claim_failed = true;
         }
         {
           std::lock_guard lock(mutex_);
@@ -162,6 +163,10 @@ void Worker::SlotLoop(int slot) {
         }
         if (!woken) {
           end_busy();
+          // The wake-up passes to the poller only once this slot counts as
+          // free: woken while it was still busy, the poller found no free
+          // slot, claimed nothing, and the run waited for the next poll.
+          if (claim_failed) WakePoller();
           continue;
         }
         claimed = std::move(*woken);
