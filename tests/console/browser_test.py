@@ -15,10 +15,9 @@ import traceback
 from urllib.parse import parse_qs, urlparse
 
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 failures = []
@@ -53,10 +52,18 @@ class Console:
 
     def click_and_load(self, element):
         """Clicks a link or a submit button and waits for the next page: a
-        click returns before the browser has navigated."""
-        old_page = self.driver.find_element(By.TAG_NAME, "html")
+        click returns before the browser has navigated. The old page is
+        told apart by a mark on its document, not by an element of it:
+        asking chromedriver about an element of a page that is being
+        replaced can fail with "Node with given id does not belong to the
+        document" instead of reporting the element stale."""
+        self.driver.execute_script("document.cairnOldPage = true")
         element.click()
-        WebDriverWait(self.driver, 15).until(expected_conditions.staleness_of(old_page))
+        # A script run in the middle of the navigation may fail; the next
+        # try runs in the new page.
+        WebDriverWait(self.driver, 15, ignored_exceptions=[WebDriverException]).until(
+            lambda driver: driver.execute_script(
+                "return document.cairnOldPage === undefined && document.readyState === 'complete'"))
 
     def text(self):
         return self.driver.find_element(By.TAG_NAME, "main").text
